@@ -1,0 +1,29 @@
+# The workbook's commands. Each one sets up .venv (and the model) first if anything is missing.
+PY := .venv/bin/python
+NB ?=
+
+.PHONY: setup run test record lab bench drift clean
+
+setup:
+	@bash setup/install.sh
+
+run: setup            ## execute every notebook live against the embedded model (copies in build/)
+	$(PY) setup/run_notebooks.py
+
+test: setup           ## unit tests of lib + nbval on every notebook in replay mode
+	WORKBOOK_MODE=replay $(PY) -m pytest tests --nbval notebooks -p no:cacheprovider
+
+record: setup         ## re-record notebooks (all, or NB=05-grammars) and rewrite their outputs
+	$(PY) setup/run_notebooks.py --record --only "$(NB)"
+
+lab: setup            ## open JupyterLab on notebooks/
+	.venv/bin/jupyter lab notebooks
+
+bench: setup          ## speed ratios measured side by side in one run
+	$(PY) setup/bench.py
+
+drift: setup          ## re-run a sample of recordings live and print the largest changes
+	$(PY) setup/drift.py
+
+clean:
+	rm -rf build

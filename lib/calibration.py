@@ -1,0 +1,582 @@
+"""Calibration: does a confidence of 0.8 mean "right 8 times out of 10"?
+
+This module measures calibration (reliability bins, ECE, Brier score, NLL, bootstrap
+intervals) and repairs it with calibrators that are fitted on calibration data and applied
+to new data, in the scikit-learn style: ``fit`` returns the fitted object, ``predict``
+refuses to run before ``fit``.
+
+Conventions used throughout the workbook:
+
+* ``confidence``: 1-D float array, shape ``(n,)``, values in ``[0, 1]``, no NaN or inf.
+* ``correct``: 1-D array, shape ``(n,)``, of booleans or of 0/1 numbers: was the answer
+  the system would give right?
+* Option log-probabilities (temperature scaling): one 1-D array of scores per question,
+  one score per offered option, rows may have different lengths.
+
+The input checks (``_check_confidence``, ``_check_binary``, ``_check_confidence_correct``,
+``_require_fitted``) are shared with :mod:`lib.selective` and :mod:`lib.routing` so that
+every public function rejects bad input with the same messages.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize_scalar
+from scipy.special import expit, logsumexp
+from sklearn.exceptions import NotFittedError
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+
+__all__ = [
+    "reliability_bins",
+    "ece",
+    "brier",
+    "nll",
+    "bootstrap_interval",
+    "TemperatureScaling",
+    "TwoStepTemperatureScaling",
+    "IsotonicCalibrator",
+    "HistogramBinningCalibrator",
+    "PlattCalibrator",
+]
+
+BinStrategy = Literal["uniform", "quantile"]
+
+# ---------------------------------------------------------------------------
+# Shared input checks
+# ---------------------------------------------------------------------------
+
+
+def _check_confidence(confidence: object, name: str = "confidence") -> np.ndarray:
+    """Return ``confidence`` as a 1-D float array after checking it is a usable confidence.
+
+    Raises ValueError naming ``name`` when the array is not 1-D, is empty, holds NaN/inf,
+    or holds values outside [0, 1].
+    """
+    try:
+        values = np.asarray(confidence, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be numbers in [0, 1]; could not convert: {error}") from None
+    if values.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of shape (n,), got shape {values.shape}")
+    if values.size == 0:
+        raise ValueError(f"{name} is empty: need at least one item")
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise ValueError(
+            f"{name} contains NaN or inf at index {int(np.argmax(bad))}; "
+            "a confidence must be a finite probability"
+        )
+    outside = (values < 0.0) | (values > 1.0)
+    if outside.any():
+        i = int(np.argmax(outside))
+        raise ValueError(f"{name} must lie in [0, 1], but {name}[{i}] = {values[i].item()!r}")
+    return values
+
+
+def _check_binary(values: object, name: str = "correct") -> np.ndarray:
+    """Return ``values`` as a 1-D boolean array, checking it holds only True/False or 0/1.
+
+    Raises ValueError naming ``name`` when the array is not 1-D, is empty, or holds anything
+    other than booleans or the numbers 0 and 1.
+    """
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of shape (n,), got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"{name} is empty: need at least one item")
+    if array.dtype == bool:
+        return array
+    if not np.issubdtype(array.dtype, np.number):
+        raise ValueError(f"{name} must hold booleans or 0/1, got dtype {array.dtype}")
+    not_binary = ~np.isin(array, (0, 1))
+    if not_binary.any():
+        i = int(np.argmax(not_binary))
+        raise ValueError(f"{name} must hold only booleans or 0/1, but {name}[{i}] = {array[i].item()!r}")
+    return array.astype(bool)
+
+
+def _check_confidence_correct(confidence: object, correct: object) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a (confidence, correct) pair; return ``(float array, bool array)`` of shape (n,).
+
+    Raises ValueError naming the faulty argument: empty arrays, mismatched lengths, NaN/inf
+    confidence, confidence outside [0, 1], or non-binary ``correct``.
+    """
+    conf = _check_confidence(confidence, "confidence")
+    corr = _check_binary(correct, "correct")
+    if conf.shape != corr.shape:
+        raise ValueError(
+            f"confidence and correct must have the same length, got {conf.size} and {corr.size}"
+        )
+    return conf, corr
+
+
+def _require_fitted(estimator: object, attribute: str, method: str) -> None:
+    """Raise sklearn's NotFittedError (a ValueError) if ``estimator.fit`` has not run yet."""
+    if not hasattr(estimator, attribute):
+        name = type(estimator).__name__
+        raise NotFittedError(
+            f"{name} is not fitted yet: call {name}.fit(...) on calibration data "
+            f"before {method}(...)"
+        )
+
+
+def _check_positive_int(value: int, name: str) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is an integer >= 1 (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+# ---------------------------------------------------------------------------
+# Binning and calibration metrics
+# ---------------------------------------------------------------------------
+
+
+def _bin_edges(confidence: np.ndarray, n_bins: int, strategy: BinStrategy) -> np.ndarray:
+    """Return ``n_bins + 1`` ascending bin edges.
+
+    "uniform": edges ``k / n_bins`` computed exactly that way, so that a confidence of
+    ``2 / 15`` sits exactly on the third edge. "quantile": empirical quantiles of
+    ``confidence``; repeated values can make edges coincide (those bins stay empty).
+    """
+    if strategy == "uniform":
+        return np.arange(n_bins + 1) / n_bins
+    if strategy == "quantile":
+        return np.quantile(confidence, np.arange(n_bins + 1) / n_bins)
+    raise ValueError(f"strategy must be 'uniform' or 'quantile', got {strategy!r}")
+
+
+def _bin_index(confidence: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Bin number in ``0 .. len(edges) - 2`` for each confidence.
+
+    A value exactly on an inner edge goes to the bin above it; values at or beyond the
+    outer edges go to the first or last bin (so 0.0 is in the first, 1.0 in the last).
+    """
+    return np.searchsorted(edges[1:-1], confidence, side="right")
+
+
+def _bin_sums(
+    confidence: np.ndarray, correct: np.ndarray, edges: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-bin item count, sum of confidences and number correct, each of shape (n_bins,)."""
+    n_bins = len(edges) - 1
+    index = _bin_index(confidence, edges)
+    counts = np.bincount(index, minlength=n_bins)
+    confidence_sums = np.bincount(index, weights=confidence, minlength=n_bins)
+    correct_sums = np.bincount(index, weights=correct.astype(float), minlength=n_bins)
+    return counts, confidence_sums, correct_sums
+
+
+def reliability_bins(
+    confidence: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    n_bins: int = 15,
+    strategy: BinStrategy = "uniform",
+) -> pd.DataFrame:
+    """Group items by confidence and compare, per group, mean confidence with accuracy.
+
+    Args:
+        confidence: shape (n,), values in [0, 1].
+        correct: shape (n,), booleans or 0/1.
+        n_bins: number of bins (positive integer).
+        strategy: "uniform" for equal-width bins on [0, 1] with edges ``k / n_bins``;
+            "quantile" for bins holding roughly equal numbers of items (edges are
+            quantiles of ``confidence``; tied values can leave some bins empty).
+
+    Returns:
+        One row per bin (always ``n_bins`` rows, empty bins kept) with columns
+        ``lower``, ``upper`` (bin edges), ``count``, ``mean_confidence``, ``accuracy``
+        (both NaN for an empty bin) and ``gap = accuracy - mean_confidence``: positive
+        means the system is under-confident there, negative over-confident.
+
+    A value exactly on an inner edge belongs to the bin above it; 0.0 belongs to the
+    first bin and 1.0 to the last.
+    """
+    conf, corr = _check_confidence_correct(confidence, correct)
+    _check_positive_int(n_bins, "n_bins")
+    edges = _bin_edges(conf, n_bins, strategy)
+    counts, confidence_sums, correct_sums = _bin_sums(conf, corr, edges)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_confidence = confidence_sums / counts
+        accuracy = correct_sums / counts
+    return pd.DataFrame(
+        {
+            "lower": edges[:-1],
+            "upper": edges[1:],
+            "count": counts,
+            "mean_confidence": mean_confidence,
+            "accuracy": accuracy,
+            "gap": accuracy - mean_confidence,
+        }
+    )
+
+
+def ece(
+    confidence: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    n_bins: int = 15,
+) -> float:
+    """Expected calibration error over ``n_bins`` equal-width bins, in [0, 1].
+
+    ECE = sum over bins of (count / n) * |accuracy - mean confidence|, using exactly the
+    bins of :func:`reliability_bins` with ``strategy="uniform"``; empty bins add nothing.
+    0 means that within every bin the average confidence equals the share correct.
+    """
+    conf, corr = _check_confidence_correct(confidence, correct)
+    _check_positive_int(n_bins, "n_bins")
+    counts, confidence_sums, correct_sums = _bin_sums(conf, corr, _bin_edges(conf, n_bins, "uniform"))
+    # |sum correct - sum confidence| per bin equals count * |accuracy - mean confidence|.
+    return float(np.abs(correct_sums - confidence_sums).sum() / conf.size)
+
+
+def brier(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray) -> float:
+    """Brier score: mean squared difference between confidence and outcome (0/1), in [0, 1].
+
+    Lower is better. Unlike ECE it rewards discrimination as well as calibration.
+    """
+    conf, corr = _check_confidence_correct(confidence, correct)
+    return float(np.mean((conf - corr) ** 2))
+
+
+def nll(
+    confidence: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    eps: float = 1e-12,
+) -> float:
+    """Mean binary negative log-likelihood (natural log, nats per item), >= 0.
+
+    -mean(correct * log(c) + (1 - correct) * log(1 - c)), with ``c`` clipped to
+    ``[eps, 1 - eps]``: a confident mistake (confidence 1.0 on a wrong answer) would
+    otherwise cost infinitely much. With the default ``eps = 1e-12`` one such item costs
+    about 27.6 nats, large enough to dominate but still a finite number.
+    """
+    conf, corr = _check_confidence_correct(confidence, correct)
+    if not 0.0 < eps < 0.5:
+        raise ValueError(f"eps must lie in (0, 0.5), got {eps!r}")
+    clipped = np.clip(conf, eps, 1.0 - eps)
+    return float(-np.mean(np.where(corr, np.log(clipped), np.log1p(-clipped))))
+
+
+def bootstrap_interval(
+    metric: Callable[..., float],
+    *arrays: Sequence | np.ndarray,
+    n: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float, float]:
+    """Point estimate and percentile bootstrap interval of ``metric(*arrays)``.
+
+    Rows are resampled jointly (the same row indices for every array), with replacement,
+    ``n`` times, using ``numpy.random.default_rng(seed)`` so results are reproducible.
+
+    Args:
+        metric: function of the arrays returning a number, e.g. :func:`ece`. It must be
+            defined on every resample (AUROC, for instance, fails on a resample holding a
+            single class).
+        *arrays: one or more arrays with the same first dimension (number of rows).
+        n: number of bootstrap resamples (>= 1).
+        seed: seed of the random generator.
+        level: interval coverage in (0, 1), e.g. 0.95 for the 2.5 % and 97.5 % percentiles.
+
+    Returns:
+        ``(estimate, low, high)``: the metric on the original rows and the interval ends.
+    """
+    if not arrays:
+        raise ValueError("arrays: pass at least one array to resample")
+    data = [np.asarray(a) for a in arrays]
+    lengths = {len(a) if a.ndim else -1 for a in data}
+    if len(lengths) != 1 or -1 in lengths:
+        raise ValueError(f"arrays must all have the same number of rows, got lengths {sorted(lengths)}")
+    n_rows = lengths.pop()
+    if n_rows == 0:
+        raise ValueError("arrays are empty: need at least one row to resample")
+    _check_positive_int(n, "n (number of resamples)")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    estimate = float(metric(*data))
+    rng = np.random.default_rng(seed)
+    replicates = np.empty(n)
+    for b in range(n):
+        rows = rng.integers(0, n_rows, size=n_rows)
+        replicates[b] = metric(*(a[rows] for a in data))
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(replicates, [tail, 1.0 - tail])
+    return estimate, float(low), float(high)
+
+
+# ---------------------------------------------------------------------------
+# Temperature scaling of option log-probabilities
+# ---------------------------------------------------------------------------
+
+OptionLogprobs = Sequence[Sequence[float] | np.ndarray] | np.ndarray
+
+
+def _pad_logprobs(option_logprobs: OptionLogprobs, name: str = "option_logprobs") -> np.ndarray:
+    """Stack per-question option scores into shape (n, max_k), padding short rows with -inf.
+
+    -inf padding gets probability exactly 0 under any temperature, so ragged rows and a
+    rectangular array share one code path.
+    """
+    if isinstance(option_logprobs, np.ndarray) and option_logprobs.ndim == 2:
+        rows = list(option_logprobs.astype(float))
+    elif isinstance(option_logprobs, np.ndarray) and option_logprobs.dtype != object:
+        raise ValueError(
+            f"{name} must be a 2-D array (n, k) or a list of 1-D arrays, "
+            f"got an array of shape {option_logprobs.shape}"
+        )
+    else:
+        rows = [np.asarray(row, dtype=float) for row in option_logprobs]
+    if not rows:
+        raise ValueError(f"{name} is empty: need at least one question")
+    width = max(row.size for row in rows)
+    padded = np.full((len(rows), width), -np.inf)
+    for i, row in enumerate(rows):
+        if row.ndim != 1 or row.size == 0:
+            raise ValueError(f"{name}[{i}] must be a non-empty 1-D array of option scores, got shape {row.shape}")
+        if not np.all(np.isfinite(row)):
+            raise ValueError(f"{name}[{i}] contains NaN or inf; option log-probabilities must be finite")
+        padded[i, : row.size] = row
+    return padded
+
+
+def _check_labels(labels: object, padded: np.ndarray, name: str = "labels") -> np.ndarray:
+    """Check ``labels`` is one valid option index per row of ``padded``; return an int array."""
+    array = np.asarray(labels)
+    if array.ndim != 1 or array.size != padded.shape[0]:
+        raise ValueError(
+            f"{name} must have shape ({padded.shape[0]},), one index per row, got shape {array.shape}"
+        )
+    if not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{name} must be integer option indices, got dtype {array.dtype}")
+    n_options = np.isfinite(padded).sum(axis=1)
+    out_of_range = (array < 0) | (array >= n_options)
+    if out_of_range.any():
+        i = int(np.argmax(out_of_range))
+        raise ValueError(
+            f"{name}[{i}] = {array[i]} is not an index of one of the {n_options[i]} options of row {i}"
+        )
+    return array.astype(int)
+
+
+def _check_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
+    """Check the temperature search interval ``(low, high)`` with ``0 < low < high``."""
+    if len(bounds) != 2 or not 0.0 < bounds[0] < bounds[1] < np.inf:
+        raise ValueError(f"bounds must be (low, high) temperatures with 0 < low < high, got {bounds!r}")
+    return (float(bounds[0]), float(bounds[1]))
+
+
+def _log_softmax(padded: np.ndarray, temperature: float) -> np.ndarray:
+    scaled = padded / temperature
+    return scaled - logsumexp(scaled, axis=1, keepdims=True)
+
+
+def _unpad_like(probabilities: np.ndarray, option_logprobs: OptionLogprobs) -> np.ndarray | list[np.ndarray]:
+    """Return a 2-D array if the input was a 2-D array, else a list of per-row 1-D arrays."""
+    if isinstance(option_logprobs, np.ndarray) and option_logprobs.ndim == 2:
+        return probabilities
+    return [probabilities[i, : len(row)] for i, row in enumerate(option_logprobs)]
+
+
+class TemperatureScaling:
+    """Rescale option log-probabilities by one temperature ``T`` fitted on calibration data.
+
+    ``p = softmax(logprobs / T)``: ``T > 1`` softens an over-confident model, ``T < 1``
+    sharpens an under-confident one. Dividing by a positive number keeps the order of the
+    options, so the chosen option (argmax) never changes; only the confidence does.
+
+    ``T`` minimises the NLL of the correct options on the calibration rows, searched on
+    ``log T`` over ``bounds`` with ``scipy.optimize.minimize_scalar(method="bounded")``.
+
+    Input rows are the scores of the offered options of one question (log-probabilities;
+    unnormalised is fine since softmax normalises). Either a 2-D array ``(n, k)`` or a list
+    of 1-D arrays with different numbers of options.
+
+    Attributes (after fit):
+        temperature_: fitted ``T`` (float > 0).
+        fitted_on_: number of calibration rows.
+    """
+
+    def __init__(self, bounds: tuple[float, float] = (0.01, 100.0)) -> None:
+        self.bounds = _check_bounds(bounds)
+
+    def fit(self, option_logprobs: OptionLogprobs, labels: Sequence[int] | np.ndarray) -> "TemperatureScaling":
+        """Fit ``T`` on calibration rows; ``labels[i]`` is the index of the correct option of row i."""
+        padded = _pad_logprobs(option_logprobs)
+        label_index = _check_labels(labels, padded)
+        rows = np.arange(padded.shape[0])
+
+        def mean_nll(log_temperature: float) -> float:
+            return float(-_log_softmax(padded, np.exp(log_temperature))[rows, label_index].mean())
+
+        result = minimize_scalar(mean_nll, bounds=np.log(self.bounds), method="bounded")
+        self.temperature_ = float(np.exp(result.x))
+        self.fitted_on_ = padded.shape[0]
+        return self
+
+    def predict_proba(self, option_logprobs: OptionLogprobs) -> np.ndarray | list[np.ndarray]:
+        """Calibrated option probabilities, each row summing to 1.
+
+        Returns an array of shape (n, k) for a 2-D array input, otherwise a list of 1-D
+        arrays matching the input rows' lengths.
+        """
+        _require_fitted(self, "temperature_", "predict_proba")
+        padded = _pad_logprobs(option_logprobs)
+        return _unpad_like(np.exp(_log_softmax(padded, self.temperature_)), option_logprobs)
+
+    def predict_confidence(self, option_logprobs: OptionLogprobs) -> np.ndarray:
+        """Probability of the top option of each row, shape (n,), values in (0, 1]."""
+        _require_fitted(self, "temperature_", "predict_confidence")
+        padded = _pad_logprobs(option_logprobs)
+        return np.exp(_log_softmax(padded, self.temperature_).max(axis=1))
+
+
+class TwoStepTemperatureScaling:
+    """Temperature scaling for two-step codes: first a group, then an intent within it.
+
+    One :class:`TemperatureScaling` per step (``group_`` and ``intent_``). The confidence
+    in a chosen path is the product of the two steps' top probabilities,
+    P(group right) * P(intent right | group right).
+
+    The two steps may be fitted on different rows: intent labels are only defined when the
+    intent step was offered the true group's intents, so a natural choice is to fit the
+    intent step on the rows where the group step was right.
+    """
+
+    def __init__(self, bounds: tuple[float, float] = (0.01, 100.0)) -> None:
+        self.bounds = _check_bounds(bounds)
+
+    def fit(
+        self,
+        group_logprobs: OptionLogprobs,
+        group_labels: Sequence[int] | np.ndarray,
+        intent_logprobs: OptionLogprobs,
+        intent_labels: Sequence[int] | np.ndarray,
+    ) -> "TwoStepTemperatureScaling":
+        """Fit one temperature per step, each on its own (logprobs, labels) rows."""
+        self.group_ = TemperatureScaling(self.bounds).fit(group_logprobs, group_labels)
+        self.intent_ = TemperatureScaling(self.bounds).fit(intent_logprobs, intent_labels)
+        return self
+
+    def predict_confidence(self, group_logprobs: OptionLogprobs, intent_logprobs: OptionLogprobs) -> np.ndarray:
+        """Confidence in the chosen (group, intent) path, shape (n,), values in (0, 1].
+
+        Row i of ``intent_logprobs`` must score the intents of the group chosen in row i.
+        """
+        _require_fitted(self, "group_", "predict_confidence")
+        group_confidence = self.group_.predict_confidence(group_logprobs)
+        intent_confidence = self.intent_.predict_confidence(intent_logprobs)
+        if group_confidence.shape != intent_confidence.shape:
+            raise ValueError(
+                "group_logprobs and intent_logprobs must have the same number of rows, "
+                f"got {group_confidence.size} and {intent_confidence.size}"
+            )
+        return group_confidence * intent_confidence
+
+
+# ---------------------------------------------------------------------------
+# Confidence -> calibrated confidence
+# ---------------------------------------------------------------------------
+
+
+class _ConfidenceCalibrator(ABC):
+    """Shared fit/predict plumbing: validate input, check fitted, delegate to _fit/_predict."""
+
+    def fit(
+        self, confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
+    ) -> "_ConfidenceCalibrator":
+        """Learn the map from raw confidence to accuracy on calibration data; return self."""
+        conf, corr = _check_confidence_correct(confidence, correct)
+        self._fit(conf, corr)
+        self.fitted_on_ = conf.size
+        return self
+
+    def predict(self, confidence: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Calibrated confidence, shape (n,), values in [0, 1]."""
+        _require_fitted(self, "fitted_on_", "predict")
+        return np.clip(self._predict(_check_confidence(confidence)), 0.0, 1.0)
+
+    @abstractmethod
+    def _fit(self, confidence: np.ndarray, correct: np.ndarray) -> None:
+        """Learn the calibration map from validated arrays."""
+
+    @abstractmethod
+    def _predict(self, confidence: np.ndarray) -> np.ndarray:
+        """Apply the learned map to validated confidences."""
+
+
+class IsotonicCalibrator(_ConfidenceCalibrator):
+    """Monotone (non-decreasing) step map from confidence to accuracy.
+
+    Wraps ``sklearn.isotonic.IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")``:
+    confidences outside the calibration range get the value at the nearest end. Flexible
+    (no shape assumed) but needs a few hundred calibration items to avoid over-fitting.
+
+    Attributes (after fit): ``isotonic_`` (the fitted regression), ``fitted_on_``.
+    """
+
+    def _fit(self, confidence: np.ndarray, correct: np.ndarray) -> None:
+        self.isotonic_ = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+        self.isotonic_.fit(confidence, correct.astype(float))
+
+    def _predict(self, confidence: np.ndarray) -> np.ndarray:
+        return self.isotonic_.predict(confidence)
+
+
+class HistogramBinningCalibrator(_ConfidenceCalibrator):
+    """Replace each confidence by the calibration accuracy of its equal-width bin.
+
+    Bins are those of :func:`reliability_bins` (edges ``k / n_bins``, an edge value goes
+    to the bin above). A bin with no calibration items keeps its midpoint as value: with
+    no evidence there we leave that confidence range roughly where the model put it,
+    rather than mapping it to the global accuracy, which could turn a 0.05 into a 0.9.
+
+    Attributes (after fit): ``bin_edges_`` (n_bins + 1,), ``bin_counts_`` and
+    ``bin_values_`` (n_bins,), ``fitted_on_``.
+    """
+
+    def __init__(self, n_bins: int = 15) -> None:
+        _check_positive_int(n_bins, "n_bins")
+        self.n_bins = n_bins
+
+    def _fit(self, confidence: np.ndarray, correct: np.ndarray) -> None:
+        edges = _bin_edges(confidence, self.n_bins, "uniform")
+        counts, _, correct_sums = _bin_sums(confidence, correct, edges)
+        midpoints = (edges[:-1] + edges[1:]) / 2.0
+        self.bin_edges_ = edges
+        self.bin_counts_ = counts
+        self.bin_values_ = np.where(counts > 0, correct_sums / np.maximum(counts, 1), midpoints)
+
+    def _predict(self, confidence: np.ndarray) -> np.ndarray:
+        return self.bin_values_[_bin_index(confidence, self.bin_edges_)]
+
+
+class PlattCalibrator(_ConfidenceCalibrator):
+    """Logistic regression on ``logit(confidence)``: calibrated = sigmoid(a * logit(c) + b).
+
+    Two parameters, so it needs little data but can only stretch/shift the confidence
+    curve. Confidence is clipped to ``[eps, 1 - eps]`` (eps = 1e-6) before the logit so
+    that 0 and 1 stay finite. The regression is practically unregularised (C = 1e6).
+    Calibration data must contain both right and wrong answers.
+
+    Attributes (after fit): ``slope_`` (a), ``intercept_`` (b), ``fitted_on_``.
+    """
+
+    _eps = 1e-6
+
+    def _logit(self, confidence: np.ndarray) -> np.ndarray:
+        clipped = np.clip(confidence, self._eps, 1.0 - self._eps)
+        return np.log(clipped) - np.log1p(-clipped)
+
+    def _fit(self, confidence: np.ndarray, correct: np.ndarray) -> None:
+        if correct.all() or not correct.any():
+            raise ValueError("correct must contain both right (1) and wrong (0) answers to fit a Platt calibrator")
+        model = LogisticRegression(C=1e6).fit(self._logit(confidence)[:, None], correct)
+        self.slope_ = float(model.coef_[0, 0])
+        self.intercept_ = float(model.intercept_[0])
+
+    def _predict(self, confidence: np.ndarray) -> np.ndarray:
+        return expit(self.slope_ * self._logit(confidence) + self.intercept_)

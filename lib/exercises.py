@@ -1,0 +1,93 @@
+"""Exercises at the end of each notebook, checked without ever printing the solution.
+
+A notebook calls `check("nb00-ex1", answer)`; it prints "correct" or a hint and returns a
+bool. Each exercise is a checker function registered here under its id with the hint a
+learner sees on a wrong answer. Checkers compare with the expected answer in code, and a
+malformed answer (wrong type, unparsable) counts as wrong with a note on what was expected.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: how to judge an answer and what to tell a learner who is not there yet."""
+
+    exercise_id: str
+    is_correct: Callable[[Any], bool]
+    hint: str
+    expects: str
+
+
+_REGISTRY: dict[str, Exercise] = {}
+
+
+def exercise(exercise_id: str, *, hint: str, expects: str) -> Callable[[Callable[[Any], bool]], Callable[[Any], bool]]:
+    """Register a checker function under `exercise_id` (decorator)."""
+
+    def register(is_correct: Callable[[Any], bool]) -> Callable[[Any], bool]:
+        if exercise_id in _REGISTRY:
+            raise ValueError(f"exercise {exercise_id!r} is registered twice")
+        _REGISTRY[exercise_id] = Exercise(exercise_id, is_correct, hint, expects)
+        return is_correct
+
+    return register
+
+
+def exercise_ids() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def check(exercise_id: str, answer: Any) -> bool:
+    """Print whether `answer` solves the exercise (or a hint) and return True/False."""
+    if exercise_id not in _REGISTRY:
+        raise KeyError(f"no exercise {exercise_id!r}; known: {', '.join(exercise_ids())}")
+    item = _REGISTRY[exercise_id]
+    try:
+        correct = bool(item.is_correct(answer))
+        note = ""
+    except (TypeError, ValueError, KeyError, AttributeError):
+        correct = False
+        note = f" (expected {item.expects})"
+    if correct:
+        print(f"✅ {exercise_id}: correct")
+    else:
+        print(f"❌ {exercise_id}: not yet{note}. Hint: {item.hint}")
+    return correct
+
+
+def _normalized(text: Any) -> str:
+    if not isinstance(text, str):
+        raise TypeError("expected a string")
+    return " ".join(text.strip().strip("'\"`").split()).lower()
+
+
+def _close(value: Any, expected: float, *, tolerance: float) -> bool:
+    number = float(value)
+    return math.isfinite(number) and abs(number - expected) <= tolerance
+
+
+# --------------------------------------------------------------------------- notebook 00
+
+
+@exercise("nb00-ex1", hint="Look at the cell that explains the three modes: which variable does it set?",
+          expects="the name of an environment variable, as a string")
+def _mode_variable(answer: Any) -> bool:
+    return _normalized(answer) == "workbook_mode"
+
+
+@exercise("nb00-ex2", hint="max_tokens stops generation before the model ends its answer; print "
+          "completion.finish_reason for a reply cut short.", expects="a finish reason, as a string")
+def _cut_short_reason(answer: Any) -> bool:
+    return _normalized(answer) == "length"
+
+
+@exercise("nb00-ex3", hint="Call llm.tokenize(...) on the label and count the pieces.",
+          expects="a whole number")
+def _label_token_count(answer: Any) -> bool:
+    from lib.llm import get_llm
+    expected = len(get_llm(recording="00-setup").tokenize("card_payment_fee_charged"))
+    return int(answer) == expected and float(answer) == int(answer)

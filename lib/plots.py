@@ -1,0 +1,206 @@
+"""Plots used across the notebooks, with one colour per method everywhere.
+
+Every function returns the matplotlib ``Figure`` (it never calls ``plt.show``), gives the
+plot a title and axis labels with units, and accepts ``ax`` to draw into existing axes.
+Colours: :data:`METHOD_COLORS` for the workbook's methods; any other name gets a fixed
+colour from :data:`FALLBACK_COLORS` chosen by a hash of the name, so it too keeps its
+colour from one notebook to the next.
+
+New figures are made with ``matplotlib.figure.Figure``, not pyplot: nothing global is
+left open, and in Jupyter a figure shows when it is the last value of a cell (or via
+``display(fig)``), never twice. Save with ``fig.savefig(path)``.
+"""
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from lib.calibration import _check_confidence_correct, _check_positive_int, ece, reliability_bins
+from lib.routing import Decision
+from lib.selective import accuracy_coverage
+
+__all__ = [
+    "METHOD_COLORS",
+    "FALLBACK_COLORS",
+    "DECISION_COLORS",
+    "method_color",
+    "reliability_diagram",
+    "accuracy_coverage_plot",
+    "threshold_regions",
+    "calibration_comparison",
+]
+
+METHOD_COLORS: dict[str, str] = {
+    "full": "#1f77b4",  # blue
+    "shortlist": "#ff7f0e",  # orange
+    "knn": "#2ca02c",  # green
+    "embed-logreg": "#9467bd",  # purple
+}
+FALLBACK_COLORS: tuple[str, ...] = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#d62728")
+DECISION_COLORS: dict[Decision, str] = {
+    Decision.ACT: "#2ca02c",
+    Decision.ASK: "#ffbf00",
+    Decision.HAND_OVER: "#d62728",
+}
+_RIGHT_COLOR = "#1f77b4"
+_WRONG_COLOR = "#d62728"
+
+
+def method_color(name: str) -> str:
+    """Colour of a method: from METHOD_COLORS, else a stable pick from FALLBACK_COLORS."""
+    if name in METHOD_COLORS:
+        return METHOD_COLORS[name]
+    return FALLBACK_COLORS[zlib.crc32(name.encode("utf-8")) % len(FALLBACK_COLORS)]
+
+
+def _new_axes(ax: Axes | None) -> tuple[Figure, Axes]:
+    """Use ``ax`` if given, else create a new figure with one axes."""
+    if ax is not None:
+        return ax.figure, ax
+    figure = Figure(figsize=(6.4, 4.2), layout="constrained")
+    return figure, figure.add_subplot()
+
+
+def reliability_diagram(
+    confidence: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    n_bins: int = 15,
+    title: str | None = None,
+    ax: tuple[Axes, Axes] | None = None,
+) -> Figure:
+    """Accuracy per confidence bin against the diagonal, with item counts underneath.
+
+    Top axes: bars of accuracy per equal-width bin (bins of
+    :func:`lib.calibration.reliability_bins`), the perfect-calibration diagonal, ECE in
+    the legend. Bottom axes: number of items per bin, so sparse bins are visible.
+
+    Args:
+        confidence, correct: shape (n,) each, see :mod:`lib.calibration`.
+        title: defaults to "Reliability diagram (ECE = ...)".
+        ax: optional pair ``(top, bottom)`` of axes to draw into, e.g. a column of
+            ``plt.subplots(2, k, height_ratios=[3, 1])``; by default a new figure.
+    """
+    bins = reliability_bins(confidence, correct, n_bins=n_bins)
+    error = ece(confidence, correct, n_bins=n_bins)
+    if ax is None:
+        figure = Figure(figsize=(5.2, 5.6), layout="constrained")
+        top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    else:
+        top, bottom = ax
+        figure = top.figure
+    width = bins["upper"] - bins["lower"]
+    top.bar(bins["lower"], bins["accuracy"].fillna(0.0), width=width, align="edge",
+            color=_RIGHT_COLOR, edgecolor="white", label=f"accuracy per bin (ECE = {error:.3f})")
+    top.plot([0, 1], [0, 1], linestyle="--", color="black", label="perfect calibration")
+    top.set(xlim=(0, 1), ylim=(0, 1), ylabel="Accuracy (share correct, 0-1)",
+            title=title if title is not None else f"Reliability diagram (ECE = {error:.3f})")
+    top.legend(loc="upper left")
+    bottom.bar(bins["lower"], bins["count"], width=width, align="edge", color="0.5", edgecolor="white")
+    bottom.set(xlim=(0, 1), xlabel="Confidence (probability, 0-1)", ylabel="Items (count)")
+    return figure
+
+
+def accuracy_coverage_plot(
+    curves: dict[str, tuple[Sequence[float] | np.ndarray, Sequence[bool] | np.ndarray]],
+    title: str = "Accuracy when acting only on the most confident items",
+    ax: Axes | None = None,
+) -> Figure:
+    """Accuracy of the acted set against coverage, one step line per method.
+
+    Args:
+        curves: ``{method name: (confidence, correct)}``; names in METHOD_COLORS get their
+            workbook colour.
+    """
+    if not curves:
+        raise ValueError("curves is empty: pass {method name: (confidence, correct)}")
+    figure, axes = _new_axes(ax)
+    for name, (confidence, correct) in curves.items():
+        curve = accuracy_coverage(confidence, correct)
+        axes.step(100 * curve["coverage"], 100 * curve["accuracy"], where="post",
+                  color=method_color(name), label=name)
+    axes.set(xlim=(0, 100), xlabel="Coverage (% of items acted on)",
+             ylabel="Accuracy of acted items (%)", title=title)
+    if len(curves) > 1:
+        axes.legend(loc="lower left")
+    return figure
+
+
+def threshold_regions(
+    confidence: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    act_threshold: float,
+    hand_over_threshold: float,
+    n_bins: int = 30,
+    title: str = "Where the thresholds cut: right vs wrong answers by confidence",
+    ax: Axes | None = None,
+) -> Figure:
+    """Histogram of confidence for right and wrong answers with ACT/ASK/HAND_OVER shaded.
+
+    Regions: ``[0, hand_over_threshold)`` HAND_OVER, ``[hand_over_threshold,
+    act_threshold)`` ASK, ``[act_threshold, 1]`` ACT; an ``inf`` threshold empties its
+    region (as in :func:`lib.routing.route_by_thresholds`).
+    """
+    conf, corr = _check_confidence_correct(confidence, correct)
+    _check_positive_int(n_bins, "n_bins")
+    if not hand_over_threshold <= act_threshold:
+        raise ValueError(
+            f"hand_over_threshold ({hand_over_threshold!r}) must be <= act_threshold ({act_threshold!r})"
+        )
+    figure, axes = _new_axes(ax)
+    act_from, ask_from = min(act_threshold, 1.0), min(hand_over_threshold, 1.0)
+    regions = {
+        Decision.HAND_OVER: (0.0, ask_from),
+        Decision.ASK: (ask_from, act_from),
+        Decision.ACT: (act_from, 1.0),
+    }
+    for decision, (start, end) in regions.items():
+        if end > start:
+            axes.axvspan(start, end, color=DECISION_COLORS[decision], alpha=0.15, label=decision.name)
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    axes.hist([conf[corr], conf[~corr]], bins=edges, color=[_RIGHT_COLOR, _WRONG_COLOR],
+              label=["right", "wrong"], histtype="step", linewidth=1.8)
+    axes.set(xlim=(0, 1), xlabel="Confidence (probability, 0-1)", ylabel="Items (count)", title=title)
+    axes.legend(loc="upper left")
+    return figure
+
+
+def calibration_comparison(
+    table: pd.DataFrame,
+    title: str = "Calibration error by method and calibrator",
+    ax: Axes | None = None,
+) -> Figure:
+    """Grouped bars of ECE with interval error bars: one group per calibrator, one bar per method.
+
+    Args:
+        table: one row per (method, calibrator) with columns ``method``, ``calibrator``,
+            ``ece`` and the interval ends ``ece_low``, ``ece_high`` (e.g. from
+            :func:`lib.calibration.bootstrap_interval`). Bars take the method's colour.
+    """
+    required = {"method", "calibrator", "ece", "ece_low", "ece_high"}
+    missing = required - set(table.columns)
+    if missing:
+        raise ValueError(f"table is missing columns {sorted(missing)}; needs {sorted(required)}")
+    if table.empty:
+        raise ValueError("table is empty: need at least one (method, calibrator) row")
+    if ((table["ece_low"] > table["ece"]) | (table["ece"] > table["ece_high"])).any():
+        raise ValueError("table must satisfy ece_low <= ece <= ece_high in every row")
+    figure, axes = _new_axes(ax)
+    calibrators = list(dict.fromkeys(table["calibrator"]))
+    methods = list(dict.fromkeys(table["method"]))
+    width = 0.8 / len(methods)
+    for m, method in enumerate(methods):
+        rows = table[table["method"] == method].set_index("calibrator").reindex(calibrators)
+        positions = np.arange(len(calibrators)) + (m - (len(methods) - 1) / 2) * width
+        errors = np.vstack([rows["ece"] - rows["ece_low"], rows["ece_high"] - rows["ece"]])
+        axes.bar(positions, rows["ece"], width=width, yerr=errors, capsize=3,
+                 color=method_color(method), label=method)
+    axes.set_xticks(np.arange(len(calibrators)), calibrators)
+    axes.set(xlabel="Calibrator", ylabel="ECE (probability, 0-1; lower is better)", title=title)
+    if len(methods) > 1:
+        axes.legend(title="method")
+    return figure

@@ -1,0 +1,246 @@
+"""Record and replay model calls, so notebooks run offline, deterministically and fast.
+
+Every model call a notebook makes goes through `RecordedLLM`. The mode comes from
+`WORKBOOK_MODE`:
+
+* `live` (default): call the model; nothing is written.
+* `record`: call the model and write each request and answer to
+  `data/recordings/<name>.jsonl` (the file is rewritten from scratch by each run).
+* `replay`: answer from that file without loading any model; a request that was never
+  recorded raises `RecordingMissingError`, naming the notebook and the command to record it.
+
+A recording's key is a hash of the model's identity (the GGUF's sha256, or the server's model
+id) and the full request, so answers recorded with one model never replay for another. Each
+file starts with a header line (model, backend, library versions, date); long message texts
+are stored once and referred to by hash, which keeps files with a repeated system prompt small.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from lib.llm import (BackendConfig, _LocalEmbeddings, Completion, Message, NextTokenLogprobs, TokenLogprob,
+                     fingerprint, library_versions, validate_messages)
+
+RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "data" / "recordings"
+MODES = ("live", "replay", "record")
+_INLINE_TEXT = 300  # message texts longer than this are stored once, by hash
+
+
+class RecordingMissingError(LookupError):
+    """Replay mode met a request that was never recorded."""
+
+
+def current_mode() -> str:
+    mode = os.environ.get("WORKBOOK_MODE", "live").strip().lower()
+    if mode not in MODES:
+        raise ValueError(f"WORKBOOK_MODE={mode!r}: use one of {MODES}")
+    return mode
+
+
+def request_key(identity: str, method: str, request: dict[str, Any]) -> str:
+    """The recording key: model identity + method + every argument of the request."""
+    return fingerprint({"model": identity, "method": method, "request": request})
+
+
+# Answers are frozen dataclasses; JSON turns their tuples into lists, so decode rebuilds them.
+
+def encode_answer(answer: Any) -> Any:
+    if dataclasses.is_dataclass(answer):
+        return dataclasses.asdict(answer)
+    return answer
+
+
+def _decode_completion(data: dict) -> Completion:
+    tokens = tuple(TokenLogprob(t["token"], t["logprob"], tuple((c, p) for c, p in t["top"]))
+                   for t in data["tokens"])
+    return Completion(**{**data, "tokens": tokens})
+
+
+def _decode_next_token(data: dict) -> NextTokenLogprobs:
+    return NextTokenLogprobs(tuple((c, p) for c, p in data["top"]), data["scores"], data["seconds"])
+
+
+_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "chat": _decode_completion,
+    "next_token_logprobs": _decode_next_token,
+    "tokenize": list,
+    "info": dict,
+}
+
+
+class RecordingStore:
+    """One JSONL file of recorded calls for one notebook (or test, or script)."""
+
+    def __init__(self, name: str, folder: Path = RECORDINGS_DIR) -> None:
+        if not name or "/" in name or name.startswith("."):
+            raise ValueError(f"recording name {name!r} must be a plain file name such as '00-setup'")
+        self.name = name
+        self.path = folder / f"{name}.jsonl"
+        self.header: dict[str, Any] | None = None
+        self._calls: dict[str, dict[str, Any]] = {}
+        self._texts: dict[str, str] = {}
+        self.writing = False
+        if self.path.is_file():
+            self._load()
+
+    def _load(self) -> None:
+        with open(self.path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                entry = json.loads(line)
+                kind = entry.get("kind")
+                if kind == "header":
+                    self.header = entry
+                elif kind == "text":
+                    self._texts[entry["sha"]] = entry["text"]
+                elif kind == "call":
+                    self._calls[entry["key"]] = entry
+                else:
+                    raise ValueError(f"{self.path}:{number}: unknown entry kind {kind!r}")
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self._calls.get(key)
+
+    def calls(self) -> list[dict[str, Any]]:
+        """Every recorded call with its request's texts restored, in file order."""
+        return [{**call, "request": self._restore(call["request"])} for call in self._calls.values()]
+
+    def start(self, header: dict[str, Any]) -> None:
+        """Begin a fresh recording: the file is replaced by a new header."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.header = {"kind": "header", "recording": self.name, **header}
+        self._calls, self._texts = {}, {}
+        with open(self.path, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(self.header, ensure_ascii=False, sort_keys=True) + "\n")
+        self.writing = True
+
+    def put(self, key: str, method: str, request: dict[str, Any], answer: Any) -> None:
+        if not self.writing:
+            raise RuntimeError("call start() before put(): a recording is always written from its beginning")
+        lines = []
+        stored_request = self._compact(request, lines)
+        entry = {"kind": "call", "key": key, "method": method, "request": stored_request,
+                 "answer": encode_answer(answer)}
+        self._calls[key] = entry
+        lines.append(entry)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            for line in lines:
+                handle.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
+
+    def _compact(self, request: dict[str, Any], new_lines: list[dict]) -> dict[str, Any]:
+        """Replace long message texts by {"sha": ...}, queueing each new text once."""
+        if "messages" not in request:
+            return request
+        messages = []
+        for message in request["messages"]:
+            content = message["content"]
+            if len(content) > _INLINE_TEXT:
+                sha = fingerprint(content)
+                if sha not in self._texts:
+                    self._texts[sha] = content
+                    new_lines.append({"kind": "text", "sha": sha, "text": content})
+                content = {"sha": sha}
+            messages.append({"role": message["role"], "content": content})
+        return {**request, "messages": messages}
+
+    def _restore(self, request: dict[str, Any]) -> dict[str, Any]:
+        if "messages" not in request:
+            return request
+        messages = [{"role": m["role"],
+                     "content": self._texts[m["content"]["sha"]] if isinstance(m["content"], dict) else m["content"]}
+                    for m in request["messages"]]
+        return {**request, "messages": messages}
+
+
+class RecordedLLM(_LocalEmbeddings):
+    """The model as notebooks see it: the configured backend behind the record/replay layer.
+
+    In replay mode the backend is never created, so replaying needs no model file and no server.
+    Embeddings are computed locally in every mode (see lib.embeddings).
+    """
+
+    def __init__(self, config: BackendConfig, backend_factory: Callable[[], Any],
+                 recording: RecordingStore | str | None, mode: str) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r}: use one of {MODES}")
+        if mode != "live" and not recording:
+            raise ValueError(f"WORKBOOK_MODE={mode} needs a recording name: get_llm(recording='00-setup')")
+        self.mode = mode
+        self.config = config
+        self.identity = config.identity()
+        self._backend_factory = backend_factory
+        self._store = RecordingStore(recording) if isinstance(recording, str) else recording
+
+    @property
+    def backend(self) -> Any:
+        """The live backend (created on first use; never in replay mode)."""
+        if self.mode == "replay":
+            raise RuntimeError("replay mode does not load a model; set WORKBOOK_MODE=live to use it")
+        return self._backend_factory()
+
+    # -- the public API, same signatures as the backends
+
+    def chat(self, messages: Sequence[Message], *, max_tokens: int, temperature: float = 0.0,
+             seed: int | None = None, grammar: str | None = None,
+             json_schema: dict[str, Any] | None = None, top_logprobs: int = 0) -> Completion:
+        request = dict(messages=validate_messages(messages), max_tokens=max_tokens, temperature=temperature,
+                       seed=seed, grammar=grammar, json_schema=json_schema, top_logprobs=top_logprobs)
+        return self._call("chat", request)
+
+    def next_token_logprobs(self, messages: Sequence[Message], *, prefix: str = "", top_k: int = 20,
+                            score_tokens: Sequence[str] = ()) -> NextTokenLogprobs:
+        request = dict(messages=validate_messages(messages), prefix=prefix, top_k=top_k,
+                       score_tokens=list(score_tokens))
+        return self._call("next_token_logprobs", request)
+
+    def tokenize(self, text: str) -> list[str]:
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string, got {type(text).__name__}")
+        return self._call("tokenize", {"text": text})
+
+    def info(self) -> dict[str, Any]:
+        return self._call("info", {})
+
+    # -- the layer itself
+
+    def _call(self, method: str, request: dict[str, Any]) -> Any:
+        if self.mode == "live":
+            return getattr(self.backend, method)(**request)
+        if self.mode == "record" and not self._store.writing:
+            self._store.start(self._header())
+        key = request_key(self.identity, method, request)
+        recorded = self._store.get(key)
+        if recorded is not None:  # replay, or the same request twice in one recording
+            return _DECODERS[method](recorded["answer"])
+        if self.mode == "replay":
+            raise RecordingMissingError(self._missing_message(method))
+        answer = getattr(self.backend, method)(**request)
+        self._store.put(key, method, request, answer)
+        return answer
+
+    def _header(self) -> dict[str, Any]:
+        return {"model": self.identity, "backend": self.config.backend, "versions": library_versions(),
+                "date": datetime.date.today().isoformat(),
+                "command": f"make record NB={self._store.name}"}
+
+    def _missing_message(self, method: str) -> str:
+        store = self._store
+        where = f"data/recordings/{store.path.name}"
+        if store.header is None:
+            reason = f"{where} does not exist"
+        elif store.header.get("model") != self.identity:
+            reason = (f"{where} was recorded with {store.header.get('model')}, but the configured model is "
+                      f"{self.identity}")
+        else:
+            reason = f"{where} has no answer for this {method} request (the request changed since it was recorded)"
+        return (f"no recording for notebook {store.name}: {reason}. Record it with `make record NB={store.name}` "
+                "(runs the notebook against the model with WORKBOOK_MODE=record), or run live with WORKBOOK_MODE=live.")

@@ -1,0 +1,437 @@
+"""Routing: turn confidence into a decision to ACT, ASK the user, or HAND_OVER to a person.
+
+Two families of routers, both fitted on calibration data and applied to new data:
+
+* Thresholds on one confidence number: :class:`ThresholdRouter` (accuracy targets) and
+  :func:`cost_thresholds` (minimum expected cost); both route with
+  :func:`route_by_thresholds`: ``confidence >= act_threshold`` -> ACT,
+  ``hand_over_threshold <= confidence < act_threshold`` -> ASK, below -> HAND_OVER.
+* Split conformal prediction sets (:class:`ConformalClassifier`) routed by their size
+  with :func:`set_router`: one label -> ACT, a few -> ASK which one, none or many -> HAND_OVER.
+
+Fitting reads only the arrays passed to ``fit``; ``predict`` never changes a fitted
+attribute and routes each row on its own, so test data cannot leak into the thresholds.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Literal
+
+import numpy as np
+
+from lib.calibration import (
+    _check_binary,
+    _check_confidence,
+    _check_confidence_correct,
+    _check_positive_int,
+    _require_fitted,
+)
+from lib.selective import accuracy_coverage
+
+__all__ = [
+    "Decision",
+    "route_by_thresholds",
+    "ThresholdRouter",
+    "outcomes",
+    "CostThresholds",
+    "cost_thresholds",
+    "ConformalClassifier",
+    "coverage",
+    "mean_set_size",
+    "set_router",
+]
+
+
+class Decision(str, Enum):
+    """What the system does with one request. Compares equal to its string value ("act", ...)."""
+
+    ACT = "act"
+    ASK = "ask"
+    HAND_OVER = "hand_over"
+
+    def __str__(self) -> str:
+        """Print as the plain value ("act"), also in pandas tables and f-strings."""
+        return self.value
+
+
+def _decision_array(levels: np.ndarray) -> np.ndarray:
+    """Map 0/1/2 to HAND_OVER/ASK/ACT as an object array of Decision members.
+
+    (``np.full(n, Decision.ASK, dtype=object)`` would not do: numpy turns the str-based
+    enum member into a truncated plain string.)
+    """
+    return np.array([Decision.HAND_OVER, Decision.ASK, Decision.ACT], dtype=object)[levels]
+
+
+def route_by_thresholds(
+    confidence: Sequence[float] | np.ndarray, act_threshold: float, hand_over_threshold: float
+) -> np.ndarray:
+    """Route each item by two thresholds; returns an object array of :class:`Decision`, shape (n,).
+
+    ``confidence >= act_threshold`` -> ACT; ``hand_over_threshold <= confidence <
+    act_threshold`` -> ASK; ``confidence < hand_over_threshold`` -> HAND_OVER. A threshold
+    of ``inf`` switches its decision off (e.g. ``act_threshold=inf`` never acts). Each row
+    is routed on its own: the result for one item does not depend on the others.
+    """
+    conf = _check_confidence(confidence)
+    if math.isnan(act_threshold) or math.isnan(hand_over_threshold) or hand_over_threshold > act_threshold:
+        raise ValueError(
+            "hand_over_threshold must be <= act_threshold (neither NaN), "
+            f"got hand_over_threshold={float(hand_over_threshold)!r}, act_threshold={float(act_threshold)!r}"
+        )
+    return _decision_array((conf >= hand_over_threshold).astype(int) + (conf >= act_threshold))
+
+
+class ThresholdRouter:
+    """Pick ACT and HAND_OVER thresholds on calibration data from accuracy targets.
+
+    Rules (on the calibration rows passed to :meth:`fit`; candidate thresholds are the
+    distinct confidence values, and tied items always fall on the same side):
+
+    * ACT threshold: the lowest threshold ``t`` such that the items with
+      ``confidence >= t`` number at least ``min_act_count`` and have accuracy
+      ``>= target_act_accuracy``. ``min_act_count`` stops a handful of lucky top items
+      from setting the threshold. If no threshold qualifies, the router acts on nothing:
+      ``act_threshold_ = inf`` and ``reached_target_ = False`` (no exception).
+    * HAND_OVER threshold: the lowest threshold ``h <= act_threshold_`` such that the ASK
+      band ``h <= confidence < act_threshold_`` still has accuracy ``>= min_ask_accuracy``,
+      i.e. the top guess we would offer the user is right often enough to be worth asking
+      about. Below ``h`` we hand over. If even the single most confident group below the
+      ACT threshold misses the floor, there is no ASK band (``h = act_threshold_``).
+
+    Both rules use cumulative accuracy (over the whole acted set or whole band), so a band
+    can contain a low-accuracy stretch balanced by a high-accuracy one above it.
+
+    Attributes (after fit):
+        act_threshold_, hand_over_threshold_: floats in [0, 1] or inf.
+        reached_target_: whether any threshold met the ACT target.
+        act_accuracy_, act_coverage_, ask_accuracy_, ask_coverage_: accuracy and share of
+            the calibration rows in the ACT set and ASK band (accuracy NaN when empty).
+        fitted_on_: number of calibration rows.
+    """
+
+    def __init__(
+        self, target_act_accuracy: float = 0.97, min_ask_accuracy: float = 0.5, min_act_count: int = 20
+    ) -> None:
+        for name, value in (("target_act_accuracy", target_act_accuracy), ("min_ask_accuracy", min_ask_accuracy)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
+        _check_positive_int(min_act_count, "min_act_count")
+        self.target_act_accuracy = target_act_accuracy
+        self.min_ask_accuracy = min_ask_accuracy
+        self.min_act_count = min_act_count
+
+    def fit(
+        self, confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
+    ) -> "ThresholdRouter":
+        """Choose the thresholds from calibration rows only; return self."""
+        conf, corr = _check_confidence_correct(confidence, correct)
+        curve = accuracy_coverage(conf, corr)
+        qualifies = (curve["accuracy"] >= self.target_act_accuracy) & (curve["count"] >= self.min_act_count)
+        self.reached_target_ = bool(qualifies.any())
+        # Last qualifying row = lowest qualifying threshold (rows go from high to low).
+        self.act_threshold_ = float(curve["threshold"][qualifies].iloc[-1]) if self.reached_target_ else math.inf
+
+        below = conf < self.act_threshold_
+        self.hand_over_threshold_ = self.act_threshold_
+        if below.any():
+            band = accuracy_coverage(conf[below], corr[below])
+            floor_met = band["accuracy"] >= self.min_ask_accuracy
+            if floor_met.any():
+                self.hand_over_threshold_ = float(band["threshold"][floor_met].iloc[-1])
+
+        acted = conf >= self.act_threshold_
+        asked = ~acted & (conf >= self.hand_over_threshold_)
+        self.act_coverage_ = float(acted.mean())
+        self.act_accuracy_ = float(corr[acted].mean()) if acted.any() else math.nan
+        self.ask_coverage_ = float(asked.mean())
+        self.ask_accuracy_ = float(corr[asked].mean()) if asked.any() else math.nan
+        self.fitted_on_ = conf.size
+        return self
+
+    def predict(self, confidence: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Decision per item, object array of :class:`Decision`, shape (n,)."""
+        _require_fitted(self, "fitted_on_", "predict")
+        return route_by_thresholds(confidence, self.act_threshold_, self.hand_over_threshold_)
+
+
+def _check_decisions(decisions: Sequence[Decision | str] | np.ndarray) -> np.ndarray:
+    """Return decisions as an object array of Decision; accepts Decision members or their values."""
+    values = list(decisions)
+    if not values:
+        raise ValueError("decisions is empty: need at least one item")
+    try:
+        return np.array([Decision(d) for d in values], dtype=object)
+    except ValueError as error:
+        raise ValueError(f"decisions must hold Decision members or 'act'/'ask'/'hand_over': {error}") from None
+
+
+def outcomes(
+    decisions: Sequence[Decision | str] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    in_options: Sequence[bool] | np.ndarray | None = None,
+) -> dict[str, float]:
+    """Summarise what a routing did on labelled (test) data.
+
+    Args:
+        decisions: shape (n,), :class:`Decision` per item.
+        correct: shape (n,), whether the system's top answer was right.
+        in_options: optional shape (n,), whether the right label was among the options
+            that an ASK would offer the user.
+
+    Returns:
+        dict with ``n``; ``share_act``, ``share_ask``, ``share_hand_over`` (sum to 1);
+        ``act_accuracy`` (accuracy among ACT items); ``ask_in_options`` (share of ASK items
+        whose right label is among the offered options). A rate over an empty group, or
+        ``ask_in_options`` without ``in_options``, is NaN.
+    """
+    routed = _check_decisions(decisions)
+    corr = _check_binary(correct, "correct")
+    if corr.size != routed.size:
+        raise ValueError(f"decisions and correct must have the same length, got {routed.size} and {corr.size}")
+    acted = routed == Decision.ACT
+    asked = routed == Decision.ASK
+    ask_in_options = math.nan
+    if in_options is not None:
+        offered = _check_binary(in_options, "in_options")
+        if offered.size != routed.size:
+            raise ValueError(
+                f"in_options and decisions must have the same length, got {offered.size} and {routed.size}"
+            )
+        ask_in_options = float(offered[asked].mean()) if asked.any() else math.nan
+    return {
+        "n": routed.size,
+        "share_act": float(acted.mean()),
+        "act_accuracy": float(corr[acted].mean()) if acted.any() else math.nan,
+        "share_ask": float(asked.mean()),
+        "ask_in_options": ask_in_options,
+        "share_hand_over": float((routed == Decision.HAND_OVER).mean()),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Cost-based thresholds
+# ---------------------------------------------------------------------------
+
+_REQUIRED_COSTS = {"act_wrong", "ask", "hand_over"}
+_OPTIONAL_COSTS = {"act_right", "ask_wrong"}
+
+
+@dataclass(frozen=True)
+class CostThresholds:
+    """Result of :func:`cost_thresholds`; route new data with :func:`route_by_thresholds`.
+
+    act_threshold, hand_over_threshold: thresholds in [0, 1], or inf to switch off ACT
+        (or, for hand_over_threshold, to hand over everything not acted on).
+    expected_cost: mean cost per item on the calibration data at these thresholds.
+    fitted_on: number of calibration rows.
+    """
+
+    act_threshold: float
+    hand_over_threshold: float
+    expected_cost: float
+    fitted_on: int
+
+
+def _check_cost_table(cost_table: dict[str, float]) -> dict[str, float]:
+    """Validate the cost table and fill in the optional costs."""
+    keys = set(cost_table)
+    missing = _REQUIRED_COSTS - keys
+    unknown = keys - _REQUIRED_COSTS - _OPTIONAL_COSTS
+    if missing or unknown:
+        raise ValueError(
+            f"cost_table needs keys {sorted(_REQUIRED_COSTS)} (optional {sorted(_OPTIONAL_COSTS)}); "
+            f"missing {sorted(missing)}, unknown {sorted(unknown)}"
+        )
+    for key, value in cost_table.items():
+        if not (isinstance(value, (int, float, np.number)) and math.isfinite(value) and value >= 0):
+            raise ValueError(f"cost_table[{key!r}] must be a finite number >= 0, got {value!r}")
+    costs = {"act_right": 0.0, "ask_wrong": cost_table["ask"] + cost_table["hand_over"]}
+    costs.update(cost_table)
+    return {key: float(value) for key, value in costs.items()}
+
+
+def cost_thresholds(
+    confidence: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    cost_table: dict[str, float],
+) -> CostThresholds:
+    """Thresholds that minimise the mean cost per item on calibration data.
+
+    Cost model (costs in any one unit, e.g. minutes of staff time; all >= 0):
+
+    * ACT: ``act_right`` (default 0) if the answer is right, ``act_wrong`` if wrong.
+    * ASK: the user confirms or picks among the offered options. ``ask`` if the top answer
+      is right; ``ask_wrong`` if it is wrong, by default ``ask + hand_over`` (the user
+      declines, then we hand over anyway).
+    * HAND_OVER: ``hand_over``, whatever the answer.
+
+    So asking beats handing over when the top answer is right often enough, and acting
+    beats asking when mistakes are rare enough. Every pair of thresholds at distinct
+    calibration confidences is searched exactly (O(n log n)); among equal costs the
+    higher thresholds (fewer automatic actions, fewer questions) win.
+    """
+    conf, corr = _check_confidence_correct(confidence, correct)
+    costs = _check_cost_table(cost_table)
+    curve = accuracy_coverage(conf, corr)
+    # Prefix sums over groups of tied confidence, index m = number of top groups taken.
+    n_taken = np.concatenate([[0.0], curve["count"].to_numpy(dtype=float)])
+    n_right = np.concatenate([[0.0], (curve["accuracy"] * curve["count"]).to_numpy()])
+    n_wrong = n_taken - n_right
+    act_cost = costs["act_right"] * n_right + costs["act_wrong"] * n_wrong
+    ask_cost = costs["ask"] * n_right + costs["ask_wrong"] * n_wrong
+    # total(i, j) = act_cost[i] + ask_cost[j] - ask_cost[i] + hand_over * (n - n_taken[j]), j >= i.
+    tail = ask_cost - costs["hand_over"] * n_taken
+    best_j = np.empty(tail.size, dtype=int)
+    best = tail.size - 1
+    for j in range(tail.size - 1, -1, -1):
+        if tail[j] <= tail[best]:
+            best = j
+        best_j[j] = best
+    totals = act_cost - ask_cost + tail[best_j] + costs["hand_over"] * conf.size
+    i = int(np.argmin(totals))
+    j = int(best_j[i])
+    thresholds = curve["threshold"].to_numpy()
+    return CostThresholds(
+        act_threshold=float(thresholds[i - 1]) if i > 0 else math.inf,
+        hand_over_threshold=float(thresholds[j - 1]) if j > 0 else math.inf,
+        expected_cost=float(totals[i] / conf.size),
+        fitted_on=conf.size,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Split conformal prediction
+# ---------------------------------------------------------------------------
+
+ConformalScore = Literal["lac", "aps"]
+
+
+def _check_probabilities(probabilities: object, name: str = "probabilities") -> np.ndarray:
+    """Check a (n, k) matrix of class probabilities whose rows sum to 1 (within 1e-6)."""
+    array = np.asarray(probabilities, dtype=float)
+    if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
+        raise ValueError(f"{name} must be a non-empty 2-D array of shape (n, k), got shape {array.shape}")
+    if not np.all(np.isfinite(array)) or array.min() < 0.0 or array.max() > 1.0:
+        raise ValueError(f"{name} must hold finite probabilities in [0, 1]")
+    row_sums = array.sum(axis=1)
+    off = np.abs(row_sums - 1.0) > 1e-6
+    if off.any():
+        i = int(np.argmax(off))
+        raise ValueError(f"each row of {name} must sum to 1, but row {i} sums to {row_sums[i].item()!r}")
+    return array
+
+
+def _conformal_scores(probabilities: np.ndarray, score: ConformalScore) -> np.ndarray:
+    """Non-conformity score of every (row, label), shape (n, k); higher = less plausible.
+
+    "lac": ``1 - p[label]``.
+    "aps" (deterministic): total probability of the labels at least as likely as this one,
+    ``sum_j p_j * [p_j >= p_label]``, i.e. the mass you must take, most likely first, to
+    include the label. Tied labels get the same score, so they enter a set together.
+    """
+    if score == "lac":
+        return 1.0 - probabilities
+    ascending = np.sort(probabilities, axis=1)
+    mass_from = np.cumsum(ascending[:, ::-1], axis=1)[:, ::-1]  # mass_from[i, m] = sum ascending[i, m:]
+    scores = np.empty_like(probabilities)
+    for i, row in enumerate(probabilities):
+        scores[i] = mass_from[i, np.searchsorted(ascending[i], row, side="left")]
+    return scores
+
+
+class ConformalClassifier:
+    """Split conformal prediction sets with coverage >= 1 - alpha.
+
+    Fit on calibration rows (class probabilities and true labels): compute each row's
+    score of its true label, then ``q_hat`` = the ``ceil((n + 1)(1 - alpha))``-th smallest
+    score. A new row's set holds every label whose score is ``<= q_hat``. If calibration
+    and test rows are exchangeable, the true label is in the set with probability at least
+    ``1 - alpha`` (on average over rows, not per row). If ``ceil((n + 1)(1 - alpha)) > n``
+    there are too few calibration rows for this alpha and ``q_hat = inf`` (every label).
+
+    Scores: "lac" (``1 - p[label]``; smallest sets on average, may be empty when no label
+    is likely) or "aps" (cumulative mass down to the label; sets grow on hard rows). The
+    APS version here is deterministic, without the usual random tie-breaking, and always
+    includes the most likely label(s): otherwise a very confident row, whose top
+    probability alone exceeds ``q_hat``, would get an empty set. Both choices only add
+    labels, so APS coverage is at least (rather than close to exactly) ``1 - alpha``.
+
+    Attributes (after fit): ``q_hat_``, ``n_classes_``, ``fitted_on_``.
+    """
+
+    def __init__(self, alpha: float = 0.1, score: ConformalScore = "lac") -> None:
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"alpha must lie strictly between 0 and 1, got {alpha!r}")
+        if score not in ("lac", "aps"):
+            raise ValueError(f"score must be 'lac' or 'aps', got {score!r}")
+        self.alpha = alpha
+        self.score = score
+
+    def fit(self, probabilities: np.ndarray, labels: Sequence[int] | np.ndarray) -> "ConformalClassifier":
+        """Compute ``q_hat`` from calibration rows; ``probabilities`` (n, k), ``labels`` (n,) in 0..k-1."""
+        probs = _check_probabilities(probabilities)
+        label_index = np.asarray(labels)
+        if label_index.shape != (probs.shape[0],) or not np.issubdtype(label_index.dtype, np.integer):
+            raise ValueError(
+                f"labels must be {probs.shape[0]} integer class indices, "
+                f"got dtype {label_index.dtype} and shape {label_index.shape}"
+            )
+        if label_index.min() < 0 or label_index.max() >= probs.shape[1]:
+            raise ValueError(f"labels must lie in 0..{probs.shape[1] - 1} (columns of probabilities)")
+        n = probs.shape[0]
+        true_scores = np.sort(_conformal_scores(probs, self.score)[np.arange(n), label_index])
+        # Small tolerance so that e.g. (n + 1) * 0.9 = 90.00000000000001 still ranks 90.
+        rank = math.ceil((n + 1) * (1.0 - self.alpha) - 1e-9)
+        self.q_hat_ = float(true_scores[rank - 1]) if rank <= n else math.inf
+        self.n_classes_ = probs.shape[1]
+        self.fitted_on_ = n
+        return self
+
+    def predict_sets(self, probabilities: np.ndarray) -> list[np.ndarray]:
+        """Prediction set per row: int arrays of label indices, most probable first."""
+        _require_fitted(self, "q_hat_", "predict_sets")
+        probs = _check_probabilities(probabilities)
+        if probs.shape[1] != self.n_classes_:
+            raise ValueError(
+                f"probabilities must have {self.n_classes_} columns like the calibration data, got {probs.shape[1]}"
+            )
+        included = _conformal_scores(probs, self.score) <= self.q_hat_
+        if self.score == "aps":
+            included |= probs == probs.max(axis=1, keepdims=True)
+        order = np.argsort(-probs, axis=1, kind="stable")
+        return [row_order[row_included[row_order]] for row_order, row_included in zip(order, included)]
+
+
+def _check_sets(sets: Sequence[np.ndarray]) -> list[np.ndarray]:
+    if len(sets) == 0:
+        raise ValueError("sets is empty: need at least one prediction set")
+    return [np.asarray(s) for s in sets]
+
+
+def coverage(sets: Sequence[np.ndarray], labels: Sequence[int] | np.ndarray) -> float:
+    """Share of rows whose true label is in their prediction set, in [0, 1]."""
+    checked = _check_sets(sets)
+    label_index = np.asarray(labels)
+    if label_index.shape != (len(checked),):
+        raise ValueError(f"labels must have one entry per set ({len(checked)}), got shape {label_index.shape}")
+    return float(np.mean([label in s for s, label in zip(checked, label_index)]))
+
+
+def mean_set_size(sets: Sequence[np.ndarray]) -> float:
+    """Average number of labels per prediction set."""
+    return float(np.mean([s.size for s in _check_sets(sets)]))
+
+
+def set_router(sets: Sequence[np.ndarray], max_ask: int = 3) -> np.ndarray:
+    """Route by set size: 1 label -> ACT, 2..max_ask -> ASK, empty or larger -> HAND_OVER.
+
+    Returns an object array of :class:`Decision`, shape (n,). An empty set means no label
+    is plausible enough (e.g. an out-of-scope request), hence HAND_OVER.
+    """
+    _check_positive_int(max_ask, "max_ask")
+    sizes = np.array([s.size for s in _check_sets(sets)])
+    return _decision_array(np.where(sizes == 1, 2, ((sizes >= 2) & (sizes <= max_ask)).astype(int)))

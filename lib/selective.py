@@ -1,0 +1,118 @@
+"""Selective prediction: answer only when confident, and measure what that buys.
+
+If a system acts only on items whose confidence is at least a threshold, how accurate is
+it on those items (accuracy), and on what share of items does it act (coverage)? Sweeping
+the threshold gives the accuracy-coverage curve; its complement is the risk-coverage curve
+and the area under that (AURC) summarises it. AUROC asks a different question: how often
+is a right answer more confident than a wrong one?
+
+Inputs follow :mod:`lib.calibration`: ``confidence`` of shape (n,) in [0, 1] and
+``correct`` of shape (n,) holding booleans or 0/1. Items with the same confidence are
+indistinguishable to a threshold, so they always enter the acted set together.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import rankdata
+
+from lib.calibration import _check_confidence_correct
+
+__all__ = ["accuracy_coverage", "risk_coverage", "aurc", "auroc", "accuracy_at_coverage"]
+
+
+def accuracy_coverage(
+    confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
+) -> pd.DataFrame:
+    """Accuracy of the acted set for every confidence threshold, highest threshold first.
+
+    Row j stands for "act on every item with ``confidence >= threshold``", one row per
+    distinct confidence value in descending order (tied items enter together).
+
+    Returns:
+        DataFrame with columns ``threshold`` (float in [0, 1]), ``count`` (items acted on),
+        ``coverage`` (count / n, in (0, 1], increasing) and ``accuracy`` (share of acted
+        items that are correct, in [0, 1]). The last row has coverage 1.
+    """
+    conf, corr = _check_confidence_correct(confidence, correct)
+    # np.unique sorts ascending; reverse for descending thresholds.
+    thresholds, group, group_counts = np.unique(conf, return_inverse=True, return_counts=True)
+    group_correct = np.bincount(group, weights=corr.astype(float), minlength=thresholds.size)
+    counts = np.cumsum(group_counts[::-1])
+    n_correct = np.cumsum(group_correct[::-1])
+    return pd.DataFrame(
+        {
+            "threshold": thresholds[::-1],
+            "count": counts,
+            "coverage": counts / conf.size,
+            "accuracy": n_correct / counts,
+        }
+    )
+
+
+def risk_coverage(
+    confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
+) -> pd.DataFrame:
+    """Like :func:`accuracy_coverage` but with ``risk = 1 - accuracy`` (error rate of acted items).
+
+    Columns: ``threshold``, ``count``, ``coverage``, ``risk``.
+    """
+    curve = accuracy_coverage(confidence, correct)
+    return curve.assign(risk=1.0 - curve["accuracy"]).drop(columns="accuracy")
+
+
+def aurc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray) -> float:
+    """Area under the risk-coverage curve, in [0, 1]; lower is better.
+
+    The curve is a step function: between the coverage of one threshold and the next, the
+    risk is that of the larger acted set. Without ties this is the usual
+    ``(1/n) * sum_i risk(top i items)``; tied items share the risk of their whole group.
+    """
+    curve = risk_coverage(confidence, correct)
+    widths = np.diff(curve["coverage"].to_numpy(), prepend=0.0)
+    return float(np.sum(widths * curve["risk"].to_numpy()))
+
+
+def auroc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray) -> float:
+    """Probability that a random right answer has higher confidence than a random wrong one.
+
+    Ties count one half. Computed from ranks (Mann-Whitney U): with average ranks ``r`` of
+    the confidences, ``AUROC = (sum of r over right answers - P (P + 1) / 2) / (P N)`` for
+    P right and N wrong answers. Equals ``sklearn.metrics.roc_auc_score(correct, confidence)``.
+    0.5 means confidence does not separate right from wrong; 1.0 means it separates perfectly.
+
+    Raises ValueError if ``correct`` holds only one class (AUROC is undefined).
+    """
+    conf, corr = _check_confidence_correct(confidence, correct)
+    n_right = int(corr.sum())
+    n_wrong = corr.size - n_right
+    if n_right == 0 or n_wrong == 0:
+        raise ValueError(
+            "correct holds only one class (all right or all wrong); AUROC needs both right and wrong answers"
+        )
+    ranks = rankdata(conf, method="average")
+    u_statistic = ranks[corr].sum() - n_right * (n_right + 1) / 2.0
+    return float(u_statistic / (n_right * n_wrong))
+
+
+def accuracy_at_coverage(
+    confidence: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    coverage: float,
+) -> float:
+    """Accuracy when acting on (at least) the most confident ``coverage`` share of items.
+
+    Uses the smallest acted set of :func:`accuracy_coverage` whose coverage reaches
+    ``coverage`` (ties enter together, so the achieved coverage can be a bit higher).
+
+    Args:
+        coverage: target share of items acted on, in (0, 1].
+    """
+    if not 0.0 < coverage <= 1.0:
+        raise ValueError(f"coverage must lie in (0, 1], got {coverage!r}")
+    curve = accuracy_coverage(confidence, correct)
+    # Tolerance so that e.g. coverage=0.3 with n=10 reaches the row with coverage 3/10.
+    reached = curve["coverage"].to_numpy() >= coverage - 1e-12
+    return float(curve["accuracy"].to_numpy()[np.argmax(reached)])

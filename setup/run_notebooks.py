@@ -1,0 +1,71 @@
+"""Execute the workbook's notebooks headless and print a table: notebook, seconds, ok/failed.
+
+    python setup/run_notebooks.py                 # live: executed copies go to build/
+    python setup/run_notebooks.py --record        # record: outputs and recordings are rewritten in place
+    python setup/run_notebooks.py --only 00-setup # one notebook (name prefix)
+
+The mode reaches the notebooks through WORKBOOK_MODE; the committed notebooks are only
+written in record mode, which is how their stored outputs and recordings are produced.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+BUILD = REPO / "build"
+
+
+def run_one(path: Path, target: Path, timeout: int) -> tuple[bool, float, str]:
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(NOTEBOOKS)}})
+    start = time.perf_counter()
+    try:
+        client.execute()
+        ok, error = True, ""
+    except Exception as exc:  # a failed cell: keep the partial notebook to inspect
+        ok, error = False, "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    seconds = time.perf_counter() - start
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+    return ok, seconds, error
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--record", action="store_true", help="WORKBOOK_MODE=record, write outputs in place")
+    parser.add_argument("--only", default="", help="run only notebooks whose name starts with this")
+    parser.add_argument("--timeout", type=int, default=3600, help="seconds allowed per cell")
+    args = parser.parse_args()
+    os.environ["WORKBOOK_MODE"] = "record" if args.record else "live"
+    paths = sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]-*.ipynb") if p.name.startswith(args.only))
+    if not paths:
+        print(f"no notebooks match {args.only!r} in {NOTEBOOKS}", file=sys.stderr)
+        return 2
+    print(f"mode: {os.environ['WORKBOOK_MODE']}; executed copies in {'notebooks/' if args.record else 'build/'}")
+    rows = []
+    for path in paths:
+        target = path if args.record else BUILD / path.name
+        print(f"  running {path.name} ...", flush=True)
+        ok, seconds, error = run_one(path, target, args.timeout)
+        rows.append((path.name, seconds, ok, error))
+    width = max(len(name) for name, *_ in rows)
+    print(f"\n{'notebook':<{width}}  {'seconds':>8}  result")
+    for name, seconds, ok, error in rows:
+        print(f"{name:<{width}}  {seconds:8.1f}  {'ok' if ok else 'FAILED'}")
+        if error:
+            print(f"    {error.splitlines()[-1][:300]}")
+    return 0 if all(ok for _, _, ok, _ in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,372 @@
+"""Tests for lib.grammar: codes, GBNF grammars, JSON schemas and label groups.
+
+Grammars are checked two ways, without loading any model:
+- llama.cpp's own GBNF parser accepts them (llama_sampler_init_grammar with no vocab
+  parses the grammar and returns NULL on error; in llama-cpp-python 0.3.x
+  `LlamaGrammar.from_string` only stores the text, so it would check nothing);
+- `_grammar_regex`, a small translator written here for the GBNF subset we emit
+  (literals, character classes, rule references, "|", parentheses), turns a grammar
+  into a Python regex, and we check that it accepts exactly the intended strings.
+"""
+from __future__ import annotations
+
+import json
+import re
+import string
+from typing import Any
+
+import pydantic
+import pytest
+
+import lib.grammar
+from lib.grammar import (
+    OUT_OF_SCOPE_GROUP,
+    OUT_OF_SCOPE_LABEL,
+    assign_codes,
+    enum_schema,
+    gbnf_for_codes,
+    gbnf_for_options,
+    letters,
+    load_label_groups,
+    parse_code,
+    schema_for_model,
+)
+
+# --- an independent reading of the GBNF we emit -------------------------------------
+
+_GBNF_TOKEN = re.compile(
+    r'\s*(?:(?P<literal>"(?:[^"\\]|\\.)*")|(?P<charclass>\[(?:[^\]\\]|\\.)*\])'
+    r"|(?P<rule>[A-Za-z0-9-]+)|(?P<operator>[|()]))"
+)
+_GBNF_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))")
+_NAMED_ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescape(text: str) -> str:
+    """Decode GBNF escapes as llama.cpp's parser does (\\xHH, \\uXXXX, \\UXXXXXXXX are code points)."""
+
+    def decode(match: re.Match[str]) -> str:
+        hex_digits = match[1] or match[2] or match[3]
+        return chr(int(hex_digits, 16)) if hex_digits else _NAMED_ESCAPES.get(match[4], match[4])
+
+    return _GBNF_ESCAPE.sub(decode, text)
+
+
+def _grammar_regex(gbnf: str) -> re.Pattern[str]:
+    """A regex accepting what the (non-recursive, range-free) GBNF grammar accepts."""
+    rules = dict(line.split(" ::= ", 1) for line in gbnf.splitlines() if line.strip())
+
+    def translate(body: str) -> str:
+        parts, position = [], 0
+        while body[position:].strip():
+            token = _GBNF_TOKEN.match(body, position)
+            assert token, f"unexpected GBNF at {body[position:]!r}"
+            position = token.end()
+            if token["literal"]:
+                parts.append(re.escape(_unescape(token["literal"][1:-1])))
+            elif token["charclass"]:
+                parts.append("[" + "".join(re.escape(c) for c in _unescape(token["charclass"][1:-1])) + "]")
+            elif token["rule"]:
+                parts.append("(?:" + translate(rules[token["rule"]]) + ")")
+            else:
+                parts.append({"(": "(?:", ")": ")", "|": "|"}[token["operator"]])
+        return "".join(parts)
+
+    return re.compile(translate(rules["root"]), flags=re.DOTALL)
+
+
+def _accepts(gbnf: str, text: str) -> bool:
+    return _grammar_regex(gbnf).fullmatch(text) is not None
+
+
+def _llama_cpp_parses(gbnf: str) -> bool:
+    """Whether llama.cpp's GBNF parser accepts the grammar with a "root" rule."""
+    llama_cpp = pytest.importorskip(
+        "llama_cpp", reason="llama_cpp is not importable; cannot run llama.cpp's GBNF parser"
+    )
+    sampler = llama_cpp.llama_sampler_init_grammar(None, gbnf.encode("utf-8"), b"root")
+    if not sampler:
+        return False
+    llama_cpp.llama_sampler_free(sampler)
+    return True
+
+
+def _json_schema_grammar(schema: dict[str, Any]) -> str:
+    """llama-cpp-python's conversion of a JSON schema to GBNF (what response_format uses)."""
+    llama_grammar = pytest.importorskip("llama_cpp.llama_grammar", reason="llama_cpp is not importable")
+    return llama_grammar.json_schema_to_gbnf(json.dumps(schema))
+
+
+# --- letters, codes, parse_code ------------------------------------------------------
+
+
+def test_letters_counts_from_a():
+    assert letters(0) == []
+    assert letters(3) == ["A", "B", "C"]
+    assert letters(26) == list(string.ascii_uppercase)
+
+
+@pytest.mark.parametrize("n", [-1, 27])
+def test_letters_rejects_counts_outside_the_alphabet(n):
+    with pytest.raises(ValueError, match="n must be"):
+        letters(n)
+
+
+def test_assign_codes_letters_groups_then_intents_in_order():
+    codes = assign_codes({"cards": ["card_arrival", "card_linking"], "cash": ["atm_support"]})
+    assert codes == {"A-A": "card_arrival", "A-B": "card_linking", "B-A": "atm_support"}
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        ({}, "groups is empty"),
+        ({f"g{i}": [f"l{i}"] for i in range(27)}, "at most 26"),
+        ({"big": [f"l{i}" for i in range(27)]}, r"groups\['big'\] has 27 labels"),
+        ({"a": ["x"], "empty": []}, r"groups\['empty'\] is empty"),
+        ({"a": ["x", "y"], "b": ["y"]}, r"more than once: \['y'\]"),
+    ],
+)
+def test_assign_codes_rejects_bad_groups(groups, message):
+    with pytest.raises(ValueError, match=message):
+        assign_codes(groups)
+
+
+def test_parse_code_accepts_only_an_exact_code_up_to_whitespace():
+    codes = {"A-A": "x", "C-F": "y"}
+    assert parse_code("  C-F\n", codes) == "C-F"
+    for reply in ["c-f", "C-F.", "C-F card_arrival", "A-Z", "CF", ""]:
+        assert parse_code(reply, codes) is None, reply
+
+
+# --- gbnf_for_codes ------------------------------------------------------------------
+
+SMALL_CODES = ["A-A", "A-B", "A-C", "B-A", "C-A", "C-B"]
+
+
+def test_code_grammar_has_one_rule_per_group():
+    assert gbnf_for_codes(["A-A", "A-B", "B-A"]) == (
+        'root ::= group-A | group-B\ngroup-A ::= "A" "-" [AB]\ngroup-B ::= "B" "-" [A]'
+    )
+
+
+@pytest.mark.parametrize(
+    "codes",
+    [SMALL_CODES, list(assign_codes(load_label_groups("banking77").groups))],
+    ids=["small", "banking77"],
+)
+def test_code_grammar_accepts_exactly_the_codes(codes):
+    gbnf = gbnf_for_codes(codes)
+    every_letter_pair = {f"{g}-{i}" for g in string.ascii_uppercase for i in string.ascii_uppercase}
+    accepted = {text for text in every_letter_pair if _accepts(gbnf, text)}
+    assert accepted == set(codes)
+
+
+@pytest.mark.parametrize(
+    "near_miss", ["A", "A-", "AA", "A-Z", "Z-A", "a-a", "A-a", "A-A ", "A-A\n", " A-A", "A-AA", "A_A", ""]
+)
+def test_code_grammar_rejects_near_misses(near_miss):
+    assert not _accepts(gbnf_for_codes(SMALL_CODES), near_miss)
+
+
+@pytest.mark.parametrize(
+    ("codes", "message"),
+    [
+        ([], "codes is empty"),
+        (["A-A", "AB"], "must look like"),
+        (["a-b"], "must look like"),
+        (["A-A", "A-A"], "more than once"),
+    ],
+)
+def test_code_grammar_rejects_bad_codes(codes, message):
+    with pytest.raises(ValueError, match=message):
+        gbnf_for_codes(codes)
+
+
+def test_llama_cpp_parser_check_rejects_a_broken_grammar():
+    """Guards the helper below: if it accepted anything, the parse tests would prove nothing."""
+    assert not _llama_cpp_parses('root ::= "A')
+    assert not _llama_cpp_parses('answer ::= "A"')
+
+
+@pytest.mark.parametrize("dataset", ["banking77", "clinc150"])
+def test_llama_cpp_parses_code_grammars(dataset):
+    assert _llama_cpp_parses(gbnf_for_codes(assign_codes(load_label_groups(dataset).groups)))
+
+
+# --- gbnf_for_options ----------------------------------------------------------------
+
+AWKWARD_OPTIONS = [
+    "yes",
+    "yes!",
+    'say "hi"',
+    "back\\slash",
+    "line\nbreak",
+    "tab\there",
+    "[brackets] -dash",
+    "£5 café",
+    "emoji 😀",
+    "reverted_card_payment?",
+]
+
+
+def test_option_grammar_is_ascii_and_parsed_by_llama_cpp():
+    gbnf = gbnf_for_options(AWKWARD_OPTIONS)
+    assert gbnf.isascii()
+    assert _llama_cpp_parses(gbnf)
+
+
+def test_option_grammar_accepts_exactly_the_options():
+    gbnf = gbnf_for_options(AWKWARD_OPTIONS)
+    for option in AWKWARD_OPTIONS:
+        assert _accepts(gbnf, option), option
+    near_misses = ["Yes", "yes ", "yes!!", "say hi", 'say \\"hi\\"', "back\\\\slash", "line break", "£5 cafe", ""]
+    for near_miss in near_misses:
+        assert not _accepts(gbnf, near_miss), near_miss
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [([], "options is empty"), (["a", ""], r"positions \[1\] are empty"), (["a", "a"], "more than once")],
+)
+def test_option_grammar_rejects_bad_options(options, message):
+    with pytest.raises(ValueError, match=message):
+        gbnf_for_options(options)
+
+
+# --- JSON schemas --------------------------------------------------------------------
+
+
+def test_enum_schema_is_an_object_with_one_required_restricted_field():
+    assert enum_schema(["yes", "no"], field="answer") == {
+        "type": "object",
+        "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+
+
+def test_enum_schema_converts_to_a_grammar_that_allows_only_the_labels():
+    labels = json.loads((lib.grammar.DATA_DIR / "banking77" / "categories.json").read_text(encoding="utf-8"))
+    gbnf = _json_schema_grammar(enum_schema(labels))
+    assert _llama_cpp_parses(gbnf)
+    assert 'root ::= "{" space label-kv "}" space' in gbnf
+    label_rule = next(line for line in gbnf.splitlines() if line.startswith("label ::= "))
+    assert label_rule.count(" | ") == len(labels) - 1
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "message"),
+    [
+        (["a"], "", "field is empty"),
+        ([], "label", "options is empty"),
+        (['say "hi"'], "label", "mis-escapes"),
+        (["a\\b"], "label", "mis-escapes"),
+    ],
+)
+def test_enum_schema_rejects_bad_arguments(options, field, message):
+    with pytest.raises(ValueError, match=message):
+        enum_schema(options, field=field)
+
+
+class Node(pydantic.BaseModel):
+    """A recursive model: its schema's root is a $ref.
+
+    Named without "_": the converter writes recursive references with the raw model name,
+    and llama.cpp rule names allow only letters, digits and "-".
+    """
+
+    name: str
+    children: list[Node] = []
+
+
+class Anything(pydantic.BaseModel):
+    payload: Any = pydantic.Field(description="free-form JSON")
+
+
+class Evidence(pydantic.BaseModel):
+    quote: str
+    source: str | None = None
+
+
+class Reply(pydantic.BaseModel):
+    """Nested models, Optional, Any, list bounds and a property named like an annotation keyword."""
+
+    verdict: str = pydantic.Field(description="the decision")
+    title: str
+    evidence: list[Evidence] = pydantic.Field(min_length=1, max_length=3)
+    mode: Any = None
+
+
+@pytest.mark.parametrize("model", [Node, Anything])
+def test_raw_pydantic_schemas_that_the_converter_rejects(model):
+    """Why schema_for_model exists: these fail on model_json_schema() as it is."""
+    with pytest.raises((AssertionError, KeyError)):
+        _json_schema_grammar(model.model_json_schema())
+
+
+@pytest.mark.parametrize("model", [Node, Anything, Reply])
+def test_schema_for_model_converts_and_parses(model):
+    assert _llama_cpp_parses(_json_schema_grammar(schema_for_model(model)))
+
+
+def test_schema_for_model_drops_annotations_but_keeps_properties_with_those_names():
+    schema = schema_for_model(Reply)
+    assert set(schema["properties"]) == {"verdict", "title", "evidence", "mode"}
+    assert "title" not in schema and "description" not in schema["properties"]["verdict"]
+    assert schema["properties"]["evidence"]["maxItems"] == 3
+
+
+def test_schema_for_model_puts_a_recursive_model_at_the_root():
+    schema = schema_for_model(Node)
+    assert "$ref" not in schema
+    assert schema["properties"]["children"]["items"] == {"$ref": "#/$defs/Node"}
+
+
+# --- label groups --------------------------------------------------------------------
+
+
+def test_banking77_groups_cover_every_label_exactly_once():
+    labels = json.loads((lib.grammar.DATA_DIR / "banking77" / "categories.json").read_text(encoding="utf-8"))
+    groups = load_label_groups("banking77")
+    grouped = [label for members in groups.groups.values() for label in members]
+    assert sorted(grouped) == sorted(labels) and len(grouped) == 77
+    assert len(groups.groups) == 8
+
+
+def test_clinc150_groups_are_the_domains_plus_out_of_scope_last():
+    domains = json.loads((lib.grammar.DATA_DIR / "clinc150" / "domains.json").read_text(encoding="utf-8"))
+    groups = load_label_groups("clinc150")
+    expected = {domain: sorted(intents) for domain, intents in domains.items()}
+    expected[OUT_OF_SCOPE_GROUP] = [OUT_OF_SCOPE_LABEL]
+    assert {name: sorted(members) for name, members in groups.groups.items()} == expected
+    assert list(groups.groups)[-1] == OUT_OF_SCOPE_GROUP
+    codes = assign_codes(groups.groups)
+    assert codes["K-A"] == OUT_OF_SCOPE_LABEL and len(codes) == 151
+
+
+@pytest.mark.parametrize("dataset", ["banking77", "clinc150"])
+def test_every_group_and_label_has_a_one_line_description(dataset):
+    groups = load_label_groups(dataset)
+    labels = [label for members in groups.groups.values() for label in members]
+    assert set(groups.descriptions) == set(labels)
+    assert set(groups.group_descriptions) == set(groups.groups)
+    for text in [*groups.descriptions.values(), *groups.group_descriptions.values()]:
+        assert text.strip() and "\n" not in text
+
+
+def test_load_label_groups_rejects_unknown_datasets():
+    with pytest.raises(ValueError, match="name must be one of"):
+        load_label_groups("snips")
+
+
+def test_load_label_groups_rejects_a_file_that_misses_or_repeats_labels(tmp_path, monkeypatch):
+    (tmp_path / "banking77").mkdir()
+    (tmp_path / "banking77" / "categories.json").write_text('["a", "b", "c"]', encoding="utf-8")
+    intents = [{"label": label, "description": "d"} for label in ["a", "a", "x"]]
+    groups_file = {"groups": [{"name": "g", "description": "d", "intents": intents}]}
+    (tmp_path / "banking77_groups.json").write_text(json.dumps(groups_file), encoding="utf-8")
+    monkeypatch.setattr(lib.grammar, "DATA_DIR", tmp_path)
+    problems = r"more than one group.*\['a'\].*missing.*\['b', 'c'\].*not in the dataset.*\['x'\]"
+    with pytest.raises(ValueError, match=problems):
+        load_label_groups("banking77")

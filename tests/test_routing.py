@@ -1,0 +1,361 @@
+"""Tests for lib.routing: threshold and cost routers, conformal sets, and that test data never leak."""
+from __future__ import annotations
+
+import copy
+import inspect
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy.special import softmax
+from sklearn.exceptions import NotFittedError
+
+from lib.calibration import HistogramBinningCalibrator, IsotonicCalibrator, PlattCalibrator
+from lib.routing import (
+    ConformalClassifier,
+    CostThresholds,
+    Decision,
+    ThresholdRouter,
+    cost_thresholds,
+    coverage,
+    mean_set_size,
+    outcomes,
+    route_by_thresholds,
+    set_router,
+)
+
+ACT, ASK, HAND_OVER = Decision.ACT, Decision.ASK, Decision.HAND_OVER
+
+
+def _blocks() -> tuple[np.ndarray, np.ndarray]:
+    """Four blocks of 30 items: confidence 0.99 / 0.9 / 0.6 / 0.2 with 30 / 27 / 18 / 3 right."""
+    confidence = np.repeat([0.99, 0.9, 0.6, 0.2], 30)
+    correct = np.concatenate([np.arange(30) < k for k in (30, 27, 18, 3)])
+    return confidence, correct
+
+
+def _synthetic(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Calibrated-ish synthetic system: right with probability equal to its confidence."""
+    rng = np.random.default_rng(seed)
+    confidence = rng.beta(5, 1.5, n)
+    return confidence, rng.uniform(size=n) < confidence
+
+
+def _probabilities(n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Class probabilities and labels drawn from them (so the model is calibrated)."""
+    rng = np.random.default_rng(seed)
+    probabilities = softmax(rng.normal(scale=2.0, size=(n, k)), axis=1)
+    labels = (rng.uniform(size=(n, 1)) > probabilities.cumsum(axis=1)).sum(axis=1)
+    return probabilities, np.minimum(labels, k - 1)
+
+
+# --- Decision and route_by_thresholds ----------------------------------------------
+
+
+def test_decision_is_a_string_enum():
+    assert Decision.ACT == "act" and Decision("hand_over") is HAND_OVER
+    assert f"{Decision.ASK}" == "ask"
+
+
+def test_route_by_thresholds_boundaries():
+    decisions = route_by_thresholds([0.9, 0.8, 0.5, 0.4, 0.0, 1.0], act_threshold=0.8, hand_over_threshold=0.5)
+    assert decisions.tolist() == [ACT, ACT, ASK, HAND_OVER, HAND_OVER, ACT]
+    assert all(type(d) is Decision for d in decisions)
+    assert route_by_thresholds([1.0, 0.3], math.inf, 0.2).tolist() == [ASK, ASK]
+    assert route_by_thresholds([1.0, 0.3], math.inf, math.inf).tolist() == [HAND_OVER, HAND_OVER]
+    with pytest.raises(ValueError, match="hand_over_threshold must be <= act_threshold"):
+        route_by_thresholds([0.5], act_threshold=0.3, hand_over_threshold=0.6)
+
+
+# --- ThresholdRouter -----------------------------------------------------------------
+
+
+def test_threshold_router_rules_on_hand_built_data():
+    confidence, correct = _blocks()
+    # ACT: 0.99 block is 30/30; adding 0.9 gives 57/60 = 0.95 < 0.97.
+    # ASK band accuracy going down: 0.9 -> 27/30, 0.6 -> 45/60 = 0.75, 0.2 -> 48/90 = 0.533.
+    router = ThresholdRouter(target_act_accuracy=0.97, min_ask_accuracy=0.5).fit(confidence, correct)
+    assert router.reached_target_ and router.act_threshold_ == 0.99 and router.hand_over_threshold_ == 0.2
+    assert router.act_coverage_ == 0.25 and router.act_accuracy_ == 1.0
+    assert router.fitted_on_ == 120
+    stricter = ThresholdRouter(target_act_accuracy=0.95, min_ask_accuracy=0.6).fit(confidence, correct)
+    assert stricter.act_threshold_ == 0.9 and stricter.hand_over_threshold_ == 0.6
+    assert stricter.ask_accuracy_ == 0.6 and stricter.ask_coverage_ == 0.25
+    assert stricter.predict([0.95, 0.9, 0.7, 0.6, 0.59]).tolist() == [ACT, ACT, ASK, ASK, HAND_OVER]
+
+
+def test_threshold_router_min_act_count_ignores_a_few_lucky_items():
+    confidence = np.concatenate([np.full(5, 0.99), np.full(100, 0.8)])
+    correct = np.concatenate([np.ones(5), np.arange(100) < 80])
+    assert ThresholdRouter(0.97, min_act_count=5).fit(confidence, correct).act_threshold_ == 0.99
+    cautious = ThresholdRouter(0.97, min_act_count=20).fit(confidence, correct)
+    assert not cautious.reached_target_ and cautious.act_threshold_ == math.inf
+
+
+def test_threshold_router_unreachable_target_acts_on_nothing():
+    confidence, correct = _blocks()
+    router = ThresholdRouter(target_act_accuracy=1.0, min_act_count=31).fit(confidence, correct)
+    assert router.reached_target_ is False and router.act_threshold_ == math.inf
+    assert math.isnan(router.act_accuracy_) and router.act_coverage_ == 0.0
+    assert ACT not in router.predict(confidence).tolist()
+    assert router.hand_over_threshold_ == 0.2  # the whole data set is the ASK band: 78/120 >= 0.5
+
+
+def test_threshold_router_no_ask_band_when_floor_is_missed_right_away():
+    confidence, correct = _blocks()
+    router = ThresholdRouter(target_act_accuracy=0.97, min_ask_accuracy=0.95).fit(confidence, correct)
+    assert router.hand_over_threshold_ == router.act_threshold_ == 0.99
+    assert router.predict([0.99, 0.98]).tolist() == [ACT, HAND_OVER]
+
+
+def test_threshold_router_checks_arguments_and_fitting():
+    with pytest.raises(ValueError, match="target_act_accuracy"):
+        ThresholdRouter(target_act_accuracy=1.5)
+    with pytest.raises(ValueError, match="min_act_count"):
+        ThresholdRouter(min_act_count=0)
+    with pytest.raises(NotFittedError, match="ThresholdRouter is not fitted yet"):
+        ThresholdRouter().predict([0.5])
+    with pytest.raises(ValueError, match="same length"):
+        ThresholdRouter().fit([0.5, 0.6], [1])
+    with pytest.raises(ValueError, match="NaN"):
+        ThresholdRouter().fit([0.5, np.nan], [1, 0])
+
+
+def test_threshold_router_holds_its_target_on_held_out_data():
+    calib = _synthetic(4000, seed=1)
+    test_confidence, test_correct = _synthetic(20000, seed=2)
+    router = ThresholdRouter(target_act_accuracy=0.95).fit(*calib)
+    summary = outcomes(router.predict(test_confidence), test_correct)
+    assert summary["act_accuracy"] == pytest.approx(0.95, abs=0.015)
+    assert summary["share_act"] == pytest.approx(router.act_coverage_, abs=0.03)
+
+
+# --- no leakage from test data --------------------------------------------------------
+
+
+def _fitted_state(estimator) -> dict:
+    return copy.deepcopy(vars(estimator))
+
+
+def _assert_same_state(a: object, b: object) -> None:
+    """Equal plain values and arrays; nested fitted objects (e.g. sklearn's) compared by attributes."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            _assert_same_state(a[key], b[key])
+    elif hasattr(a, "__dict__") and not inspect.isroutine(a):
+        assert type(a) is type(b)
+        _assert_same_state(vars(a), vars(b))
+    else:
+        np.testing.assert_equal(a, b)
+
+
+FITTERS = {
+    "threshold_router": (lambda: ThresholdRouter(0.95), "predict", "confidence"),
+    "isotonic": (IsotonicCalibrator, "predict", "confidence"),
+    "histogram": (HistogramBinningCalibrator, "predict", "confidence"),
+    "platt": (PlattCalibrator, "predict", "confidence"),
+    "conformal": (lambda: ConformalClassifier(0.1, "aps"), "predict_sets", "probabilities"),
+}
+
+
+def _data(kind: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    if kind == "confidence":
+        return _synthetic(600, seed)
+    return _probabilities(600, 8, seed)
+
+
+@pytest.mark.parametrize("name", FITTERS)
+def test_fitted_state_comes_only_from_the_calibration_arrays(name):
+    """Thresholds must not move when test data are seen, nor remember an earlier fit.
+
+    A router fitted on calibration data, then used on two different test sets, and one
+    first fitted on *test* data and then refitted on the calibration data must all end
+    in exactly the state of a fresh fit on the calibration data.
+    """
+    make, method, kind = FITTERS[name]
+    calib, test_a, test_b = _data(kind, 10), _data(kind, 11), _data(kind, 12)
+    reference = _fitted_state(make().fit(*calib))
+
+    used = make().fit(*calib)
+    getattr(used, method)(test_a[0])
+    getattr(used, method)(test_b[0])
+    _assert_same_state(_fitted_state(used), reference)
+
+    refitted = make().fit(*test_a).fit(*calib)
+    _assert_same_state(_fitted_state(refitted), reference)
+    assert refitted.fitted_on_ == len(calib[0])
+
+
+@pytest.mark.parametrize("name", FITTERS)
+def test_predictions_are_row_by_row(name):
+    """predict must not use the test batch as a whole (e.g. re-fit thresholds on its quantiles):
+    each row's output is the same alone as inside the batch."""
+    make, method, kind = FITTERS[name]
+    fitted = make().fit(*_data(kind, 20))
+    batch = _data(kind, 21)[0][:50]
+    together = getattr(fitted, method)(batch)
+    alone = [getattr(fitted, method)(batch[i : i + 1])[0] for i in range(len(batch))]
+    for row_together, row_alone in zip(together, alone):
+        np.testing.assert_array_equal(row_together, row_alone)
+
+
+def test_fit_does_not_modify_its_inputs():
+    confidence, correct = _synthetic(300, seed=3)
+    before = confidence.copy(), correct.copy()
+    ThresholdRouter(0.9).fit(confidence, correct)
+    cost_thresholds(confidence, correct, {"act_wrong": 5, "ask": 1, "hand_over": 2})
+    np.testing.assert_array_equal(confidence, before[0])
+    np.testing.assert_array_equal(correct, before[1])
+
+
+# --- outcomes -------------------------------------------------------------------------
+
+
+def test_outcomes_hand_computed():
+    decisions = [ACT, ACT, "ask", "ask", "ask", HAND_OVER]
+    summary = outcomes(decisions, [1, 0, 1, 0, 0, 1], in_options=[1, 1, 1, 0, 1, 0])
+    assert summary == {
+        "n": 6,
+        "share_act": pytest.approx(2 / 6),
+        "act_accuracy": 0.5,
+        "share_ask": 0.5,
+        "ask_in_options": pytest.approx(2 / 3),
+        "share_hand_over": pytest.approx(1 / 6),
+    }
+
+
+def test_outcomes_empty_groups_and_bad_input():
+    summary = outcomes([HAND_OVER, HAND_OVER], [1, 0])
+    assert math.isnan(summary["act_accuracy"]) and math.isnan(summary["ask_in_options"])
+    assert summary["share_hand_over"] == 1.0
+    with pytest.raises(ValueError, match="same length"):
+        outcomes([ACT], [1, 0])
+    with pytest.raises(ValueError, match="decisions must hold"):
+        outcomes(["maybe"], [1])
+    with pytest.raises(ValueError, match="in_options"):
+        outcomes([ACT, ASK], [1, 0], in_options=[1])
+
+
+# --- cost thresholds -------------------------------------------------------------------
+
+COSTS = {"act_wrong": 10.0, "ask": 1.0, "hand_over": 3.0}
+
+
+def _mean_cost(confidence, correct, act_threshold, hand_over_threshold, costs) -> float:
+    """Reference implementation of the documented cost model, item by item."""
+    full = {"act_right": 0.0, "ask_wrong": costs["ask"] + costs["hand_over"], **costs}
+    total = 0.0
+    for decision, right in zip(route_by_thresholds(confidence, act_threshold, hand_over_threshold), correct):
+        if decision == ACT:
+            total += full["act_right"] if right else full["act_wrong"]
+        elif decision == ASK:
+            total += full["ask"] if right else full["ask_wrong"]
+        else:
+            total += full["hand_over"]
+    return total / len(correct)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cost_thresholds_match_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    confidence = rng.integers(0, 15, 40) / 14  # ties
+    correct = rng.uniform(size=40) < confidence
+    result = cost_thresholds(confidence, correct, COSTS)
+    assert isinstance(result, CostThresholds) and result.fitted_on == 40
+    candidates = [*np.unique(confidence), math.inf]
+    brute = min(
+        _mean_cost(confidence, correct, a, h, COSTS) for h, a in itertools.combinations_with_replacement(candidates, 2)
+    )
+    assert result.expected_cost == pytest.approx(brute)
+    assert _mean_cost(confidence, correct, result.act_threshold, result.hand_over_threshold, COSTS) == pytest.approx(
+        brute
+    )
+
+
+def test_cost_thresholds_extremes():
+    confidence, correct = _synthetic(200, seed=4)
+    free_mistakes = cost_thresholds(confidence, correct, {"act_wrong": 0, "ask": 1, "hand_over": 1})
+    assert free_mistakes.act_threshold == confidence.min() and free_mistakes.expected_cost == 0.0
+    free_hand_over = cost_thresholds(confidence, correct, {"act_wrong": 1, "ask": 1, "hand_over": 0})
+    assert free_hand_over.act_threshold == free_hand_over.hand_over_threshold == math.inf
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"act_wrong": 1, "ask": 1}, "missing \\['hand_over'\\]"),
+        ({**COSTS, "oops": 1}, "unknown \\['oops'\\]"),
+        ({**COSTS, "ask": -1}, "cost_table\\['ask'\\]"),
+        ({**COSTS, "ask": float("nan")}, "finite"),
+    ],
+)
+def test_cost_table_checks(table, message):
+    with pytest.raises(ValueError, match=message):
+        cost_thresholds([0.5, 0.9], [0, 1], table)
+
+
+# --- conformal prediction ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("score", ["lac", "aps"])
+def test_conformal_coverage_on_synthetic_data(score):
+    probabilities, labels = _probabilities(7000, 10, seed=5)
+    conformal = ConformalClassifier(alpha=0.1, score=score).fit(probabilities[:2000], labels[:2000])
+    sets = conformal.predict_sets(probabilities[2000:])
+    assert coverage(sets, labels[2000:]) == pytest.approx(0.9, abs=0.025)
+    assert 1.0 < mean_set_size(sets) < 10.0
+    if score == "aps":
+        assert min(s.size for s in sets) >= 1  # APS sets always hold the most likely label
+
+
+def test_conformal_quantile_is_finite_sample():
+    probabilities, labels = _probabilities(9, 4, seed=6)
+    true_scores = 1 - probabilities[np.arange(9), labels]
+    # n = 9, alpha = 0.1: ceil(10 * 0.9) = 9 -> the largest score.
+    assert ConformalClassifier(alpha=0.1).fit(probabilities, labels).q_hat_ == true_scores.max()
+    # n = 8: ceil(9 * 0.9) = 9 > 8 -> too few rows, every label is in every set.
+    too_few = ConformalClassifier(alpha=0.1).fit(probabilities[:8], labels[:8])
+    assert too_few.q_hat_ == math.inf
+    assert all(s.size == 4 for s in too_few.predict_sets(probabilities))
+
+
+def test_conformal_sets_are_ordered_and_aps_scores_are_cumulative():
+    probabilities = np.array([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25]])
+    aps = ConformalClassifier(alpha=0.5, score="aps").fit(probabilities, np.array([2, 1]))
+    # True-label APS scores: 0.6 + 0.3 = 0.9 and (ties enter together) 1.0; ceil(3 * 0.5) = 2 -> 1.0.
+    assert aps.q_hat_ == pytest.approx(1.0)
+    sets = ConformalClassifier(alpha=0.5, score="lac").fit(probabilities, np.array([1, 0])).predict_sets(probabilities)
+    # LAC scores of true labels 0.4, 0.5 -> q_hat = 0.5: labels with p >= 0.5.
+    assert [s.tolist() for s in sets] == [[1], [0]]
+    lac_loose = ConformalClassifier(alpha=0.5, score="lac").fit(probabilities, np.array([0, 1]))
+    assert [s.tolist() for s in lac_loose.predict_sets(probabilities)] == [[1, 2, 0], [0, 1, 2]]
+
+
+def test_conformal_bad_input():
+    with pytest.raises(ValueError, match="alpha"):
+        ConformalClassifier(alpha=0.0)
+    with pytest.raises(ValueError, match="score"):
+        ConformalClassifier(score="raps")
+    with pytest.raises(ValueError, match="row 0 sums to"):
+        ConformalClassifier().fit([[0.5, 0.6]], [0])
+    with pytest.raises(ValueError, match="labels must lie in"):
+        ConformalClassifier().fit([[0.5, 0.5]], [2])
+    with pytest.raises(NotFittedError):
+        ConformalClassifier().predict_sets([[0.5, 0.5]])
+    fitted = ConformalClassifier().fit([[0.5, 0.5]], [0])
+    with pytest.raises(ValueError, match="2 columns"):
+        fitted.predict_sets([[0.2, 0.3, 0.5]])
+
+
+def test_coverage_set_size_and_set_router():
+    sets = [np.array([], dtype=int), np.array([1]), np.array([1, 2]), np.array([0, 1, 2]), np.arange(4)]
+    assert coverage(sets, [0, 1, 1, 3, 3]) == pytest.approx(3 / 5)
+    assert mean_set_size(sets) == 2.0
+    assert set_router(sets, max_ask=3).tolist() == [HAND_OVER, ACT, ASK, ASK, HAND_OVER]
+    assert set_router(sets, max_ask=1).tolist() == [HAND_OVER, ACT, HAND_OVER, HAND_OVER, HAND_OVER]
+    with pytest.raises(ValueError, match="max_ask"):
+        set_router(sets, max_ask=0)
+    with pytest.raises(ValueError, match="one entry per set"):
+        coverage(sets, [0, 1])

@@ -1,0 +1,99 @@
+"""Tests for lib.selective: accuracy/risk-coverage curves, AURC, AUROC."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import roc_auc_score
+
+from lib.selective import accuracy_at_coverage, accuracy_coverage, auroc, aurc, risk_coverage
+
+# Ties on purpose: 0.9 twice, one right and one wrong.
+CONFIDENCE = [0.8, 0.9, 0.5, 0.9]
+CORRECT = [1, 0, 1, 1]
+
+
+def test_accuracy_coverage_groups_ties():
+    curve = accuracy_coverage(CONFIDENCE, CORRECT)
+    assert list(curve.columns) == ["threshold", "count", "coverage", "accuracy"]
+    np.testing.assert_allclose(curve["threshold"], [0.9, 0.8, 0.5])
+    np.testing.assert_array_equal(curve["count"], [2, 3, 4])
+    np.testing.assert_allclose(curve["coverage"], [0.5, 0.75, 1.0])
+    np.testing.assert_allclose(curve["accuracy"], [0.5, 2 / 3, 0.75])
+
+
+def test_risk_coverage_is_one_minus_accuracy():
+    risk = risk_coverage(CONFIDENCE, CORRECT)
+    np.testing.assert_allclose(risk["risk"], [0.5, 1 / 3, 0.25])
+    assert "accuracy" not in risk.columns
+
+
+def test_aurc_hand_computed_without_and_with_ties():
+    # No ties: risks 0, 1/2, 1/3 at coverage 1/3, 2/3, 1.
+    assert aurc([0.9, 0.8, 0.7], [1, 0, 1]) == pytest.approx((0 + 1 / 2 + 1 / 3) / 3)
+    # Ties: widths 1/2, 1/4, 1/4 with risks 1/2, 1/3, 1/4.
+    assert aurc(CONFIDENCE, CORRECT) == pytest.approx(0.5 * 0.5 + 0.25 / 3 + 0.25 * 0.25)
+
+
+def test_aurc_prefers_a_confidence_that_ranks_right_answers_first():
+    rng = np.random.default_rng(0)
+    correct = rng.uniform(size=500) < 0.7
+    informative = np.clip(0.5 + 0.3 * correct + rng.normal(scale=0.1, size=500), 0, 1)
+    uninformative = rng.uniform(size=500)
+    assert aurc(informative, correct) < aurc(uninformative, correct)
+
+
+def test_curves_do_not_depend_on_row_order():
+    rng = np.random.default_rng(1)
+    confidence = rng.integers(0, 10, 200) / 10
+    correct = rng.uniform(size=200) < confidence
+    order = rng.permutation(200)
+    assert accuracy_coverage(confidence, correct).equals(accuracy_coverage(confidence[order], correct[order]))
+
+
+def test_auroc_equals_sklearn_on_random_data_with_ties():
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        confidence = rng.integers(0, 12, 300) / 11  # heavy ties
+        correct = rng.uniform(size=300) < 0.3 + 0.5 * confidence
+        assert auroc(confidence, correct) == pytest.approx(roc_auc_score(correct, confidence), abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]), st.booleans()), min_size=2, max_size=40
+    ).filter(lambda rows: len({c for _, c in rows}) == 2)
+)
+def test_auroc_equals_sklearn_property(rows):
+    confidence, correct = map(np.array, zip(*rows))
+    assert auroc(confidence, correct) == pytest.approx(roc_auc_score(correct, confidence), abs=1e-12)
+
+
+def test_auroc_extremes_and_one_class_error():
+    assert auroc([0.9, 0.8, 0.2, 0.1], [1, 1, 0, 0]) == 1.0
+    assert auroc([0.1, 0.2, 0.8, 0.9], [1, 1, 0, 0]) == 0.0
+    with pytest.raises(ValueError, match="only one class"):
+        auroc([0.2, 0.9], [1, 1])
+
+
+def test_accuracy_at_coverage():
+    assert accuracy_at_coverage(CONFIDENCE, CORRECT, 0.5) == 0.5
+    assert accuracy_at_coverage(CONFIDENCE, CORRECT, 0.25) == 0.5  # ties: both 0.9 items enter
+    assert accuracy_at_coverage(CONFIDENCE, CORRECT, 0.6) == pytest.approx(2 / 3)
+    assert accuracy_at_coverage(CONFIDENCE, CORRECT, 1.0) == 0.75
+    confidence = np.linspace(1, 0.1, 10)
+    assert accuracy_at_coverage(confidence, np.arange(10) < 3, 0.3) == 1.0  # float 0.3 reaches 3/10
+    with pytest.raises(ValueError, match="coverage"):
+        accuracy_at_coverage(CONFIDENCE, CORRECT, 0.0)
+
+
+@pytest.mark.parametrize("function", [accuracy_coverage, risk_coverage, aurc, auroc], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    ("confidence", "correct", "message"),
+    [([], [], "empty"), ([0.5, 0.6], [1], "same length"), ([np.nan, 0.5], [1, 0], "NaN")],
+)
+def test_selective_functions_reject_bad_input(function, confidence, correct, message):
+    with pytest.raises(ValueError, match=message):
+        function(confidence, correct)
