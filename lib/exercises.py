@@ -1,7 +1,6 @@
 """Exercises at the end of each notebook, checked without ever printing the solution.
 
-A notebook calls `check("nb00-ex1", answer)`; it prints "correct" or a hint and returns a
-bool. Each exercise is a checker function registered here under its id with the hint a
+A notebook calls `check("nb00-ex1", answer)`; it prints "correct" or a hint. Each exercise is a checker function registered here under its id with the hint a
 learner sees on a wrong answer. Checkers compare with the expected answer in code, and a
 malformed answer (wrong type, unparsable) counts as wrong with a note on what was expected.
 """
@@ -41,22 +40,25 @@ def exercise_ids() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def check(exercise_id: str, answer: Any) -> bool:
-    """Print whether `answer` solves the exercise (or a hint) and return True/False."""
+def is_correct(exercise_id: str, answer: Any) -> tuple[bool, str]:
+    """Judge `answer` without printing: (correct, note on what was expected if it was malformed)."""
     if exercise_id not in _REGISTRY:
         raise KeyError(f"no exercise {exercise_id!r}; known: {', '.join(exercise_ids())}")
     item = _REGISTRY[exercise_id]
     try:
-        correct = bool(item.is_correct(answer))
-        note = ""
+        return bool(item.is_correct(answer)), ""
     except (TypeError, ValueError, KeyError, AttributeError):
-        correct = False
-        note = f" (expected {item.expects})"
+        return False, f" (expected {item.expects})"
+
+
+def check(exercise_id: str, answer: Any) -> None:
+    """Print "correct" or a hint for `answer`; never the solution."""
+    correct, note = is_correct(exercise_id, answer)
+    item = _REGISTRY[exercise_id]
     if correct:
         print(f"✅ {exercise_id}: correct")
     else:
         print(f"❌ {exercise_id}: not yet{note}. Hint: {item.hint}")
-    return correct
 
 
 def _normalized(text: Any) -> str:
