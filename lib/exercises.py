@@ -93,3 +93,44 @@ def _label_token_count(answer: Any) -> bool:
     from lib.llm import get_llm
     expected = len(get_llm(recording="00-setup").tokenize("card_payment_fee_charged"))
     return int(answer) == expected and float(answer) == int(answer)
+
+
+# --------------------------------------------------------------------------- notebooks 01 and 02
+
+
+@exercise("nb01-ex1", hint="The helpdesk documents hold staff and IT rules: look for the section about "
+          "failed logins in helpdesk/passwords.", expects="a section id, as a string such as 'handbook/stipends'")
+def _lockout_section(answer: Any) -> bool:
+    return _normalized(answer) == "helpdesk/passwords/account-lockout"
+
+
+@exercise("nb01-ex2", hint="mentions() needs the gold text as whole consecutive words in the reply; "
+          "run it on the two strings.", expects="True or False")
+def _strict_match(answer: Any) -> bool:
+    if not isinstance(answer, bool):
+        raise TypeError("expected a bool")
+    return answer is False
+
+
+@exercise("nb01-ex3", hint="Reading time is prompt tokens divided by prompt tokens per second.",
+          expects="a number of seconds")
+def _reading_seconds(answer: Any) -> bool:
+    return _close(answer, 20_000 / 50, tolerance=0.5)
+
+
+@exercise("nb02-ex1", hint="Divide the dot product by the product of the two lengths; "
+          "both vectors here have length 5.", expects="a number between -1 and 1")
+def _cosine_by_hand(answer: Any) -> bool:
+    return _close(answer, 24 / 25, tolerance=0.005)
+
+
+@exercise("nb02-ex2", hint="Look at the hybrid rows of the chunking table on dev and compare recall@1.",
+          expects="one of 'heading', 'fixed', 'document'")
+def _best_chunking(answer: Any) -> bool:
+    return _normalized(answer) == "heading"
+
+
+@exercise("nb02-ex3", hint="Compute the margin (best minus runner-up) and compare both numbers with "
+          "the gate's two thresholds printed above.", expects="a route name, as a string")
+def _route_for_tiny_margin(answer: Any) -> bool:
+    return _normalized(answer).replace(" ", "_") == "low_confidence"

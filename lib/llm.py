@@ -103,6 +103,8 @@ class LLM(Protocol):
 
     def tokenize(self, text: str) -> list[str]: ...
 
+    def count_tokens(self, text: str) -> int: ...
+
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
     def info(self) -> dict[str, Any]: ...
@@ -147,18 +149,22 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-class _LocalEmbeddings:
-    """Every backend embeds with the same local MiniLM model (see lib.embeddings)."""
+class _SharedMethods:
+    """What every backend does the same way: local MiniLM embeddings, token counts from tokenize."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         from lib.embeddings import embed
         return embed(texts)
 
+    def count_tokens(self, text: str) -> int:
+        """How many tokens `text` costs (recorded as one number, not the whole token list)."""
+        return len(self.tokenize(text))
+
 
 # --------------------------------------------------------------------------- embedded
 
 
-class EmbeddedLLM(_LocalEmbeddings):
+class EmbeddedLLM(_SharedMethods):
     """llama-cpp-python running a GGUF in this process.
 
     Prompt caching: the rendering of every message except the last (the system prompt and
@@ -265,6 +271,16 @@ class EmbeddedLLM(_LocalEmbeddings):
             while shared < min(len(ids), len(head_ids)) and ids[shared] == head_ids[shared]:
                 shared += 1
         return ids + self._token_ids(prefix, special=False), shared
+
+    def prompt_split(self, messages: Sequence[Message]) -> tuple[int, int]:
+        """(tokens in the rendered prompt, how many of them form the cached shared prefix)."""
+        ids, shared = self._prompt_ids(validate_messages(messages), "")
+        return len(ids), shared
+
+    def clear_cache(self) -> None:
+        """Forget the cached prefix, so the next call evaluates its whole prompt (for benchmarks)."""
+        self._cached_prefix = []
+        self._llama.n_tokens = 0
 
     # -- evaluation
 
@@ -408,7 +424,7 @@ class _GrammarConstraint:
 # --------------------------------------------------------------------------- server
 
 
-class OpenAICompatibleLLM(_LocalEmbeddings):
+class OpenAICompatibleLLM(_SharedMethods):
     """Any server with OpenAI's /v1/chat/completions: llama-server, llama-cpp-python, Ollama, vLLM, OpenAI."""
 
     backend = "openai"

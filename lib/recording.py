@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from lib.llm import (BackendConfig, _LocalEmbeddings, Completion, Message, NextTokenLogprobs, TokenLogprob,
+from lib.llm import (BackendConfig, _SharedMethods, Completion, Message, NextTokenLogprobs, TokenLogprob,
                      fingerprint, library_versions, validate_messages)
 
 RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "data" / "recordings"
@@ -69,6 +69,7 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "chat": _decode_completion,
     "next_token_logprobs": _decode_next_token,
     "tokenize": list,
+    "count_tokens": int,
     "info": dict,
 }
 
@@ -161,7 +162,7 @@ class RecordingStore:
         return {**request, "messages": messages}
 
 
-class RecordedLLM(_LocalEmbeddings):
+class RecordedLLM(_SharedMethods):
     """The model as notebooks see it: the configured backend behind the record/replay layer.
 
     In replay mode the backend is never created, so replaying needs no model file and no server.
@@ -172,7 +173,7 @@ class RecordedLLM(_LocalEmbeddings):
                  recording: RecordingStore | str | None, mode: str) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: use one of {MODES}")
-        if mode != "live" and not recording:
+        if mode != "live" and recording is None:
             raise ValueError(f"WORKBOOK_MODE={mode} needs a recording name: get_llm(recording='00-setup')")
         self.mode = mode
         self.config = config
@@ -206,6 +207,11 @@ class RecordedLLM(_LocalEmbeddings):
         if not isinstance(text, str):
             raise TypeError(f"text must be a string, got {type(text).__name__}")
         return self._call("tokenize", {"text": text})
+
+    def count_tokens(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string, got {type(text).__name__}")
+        return self._call("count_tokens", {"text": text})
 
     def info(self) -> dict[str, Any]:
         return self._call("info", {})

@@ -1,0 +1,92 @@
+"""The record/replay layer: round trip, missing recordings, fresh files, compact storage."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lib.llm import BackendConfig
+from lib.recording import RecordedLLM, RecordingMissingError, RecordingStore, current_mode, request_key
+
+LONG_SYSTEM = "You sort customer messages into intents. " * 20
+CONFIG = BackendConfig("embedded")
+
+
+def _no_backend():
+    raise AssertionError("replay must not create a backend")
+
+
+def _recorded(tmp_path, mode, backend_factory, name="demo"):
+    return RecordedLLM(CONFIG, backend_factory, RecordingStore(name, folder=tmp_path), mode)
+
+
+def _requests(llm):
+    ask = [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "my card is lost"}]
+    again = [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "top-up failed"}]
+    return [
+        llm.chat(ask, max_tokens=6, top_logprobs=3),
+        llm.chat(again, max_tokens=6),
+        llm.next_token_logprobs(ask, prefix="A", top_k=5, score_tokens=["A", "B"]),
+        llm.tokenize("card_arrival"),
+        llm.count_tokens("Where is my card?"),
+        llm.info(),
+    ]
+
+
+def test_replay_round_trip_gives_identical_answers(tmp_path, embedded) -> None:
+    recorded = _requests(_recorded(tmp_path, "record", lambda: embedded))
+    replayed = _requests(_recorded(tmp_path, "replay", _no_backend))
+    assert replayed == recorded
+
+
+def test_recording_file_is_compact_and_has_a_header(tmp_path, embedded) -> None:
+    _requests(_recorded(tmp_path, "record", lambda: embedded))
+    lines = [json.loads(line) for line in (tmp_path / "demo.jsonl").read_text().splitlines()]
+    header = lines[0]
+    assert header["kind"] == "header" and header["model"] == CONFIG.identity()
+    assert {"backend", "versions", "date", "command"} <= set(header)
+    texts = [line for line in lines if line["kind"] == "text"]
+    assert [t["text"] for t in texts] == [LONG_SYSTEM]  # the long system prompt is stored once
+    assert sum(line["kind"] == "call" for line in lines) == 6
+
+
+def test_record_mode_starts_the_file_afresh(tmp_path, embedded) -> None:
+    _requests(_recorded(tmp_path, "record", lambda: embedded))
+    llm = _recorded(tmp_path, "record", lambda: embedded)
+    llm.tokenize("only this")
+    calls = RecordingStore("demo", folder=tmp_path).calls()
+    assert [c["method"] for c in calls] == ["tokenize"]
+
+
+def test_missing_recording_names_notebook_and_command(tmp_path) -> None:
+    llm = _recorded(tmp_path, "replay", _no_backend, name="05-grammars")
+    with pytest.raises(RecordingMissingError, match=r"05-grammars.*make record NB=05-grammars"):
+        llm.tokenize("never recorded")
+
+
+def test_replay_of_another_model_says_so(tmp_path, embedded) -> None:
+    _recorded(tmp_path, "record", lambda: embedded).tokenize("x")
+    other = RecordedLLM(BackendConfig("openai", "http://127.0.0.1:1/v1", "other-model"), _no_backend,
+                        RecordingStore("demo", folder=tmp_path), "replay")
+    with pytest.raises(RecordingMissingError, match="recorded with embedded:.*configured model is openai:other-model"):
+        other.tokenize("x")
+
+
+def test_key_covers_every_argument_and_defaults() -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    base = {"messages": messages, "max_tokens": 5, "temperature": 0.0, "seed": None, "grammar": None,
+            "json_schema": None, "top_logprobs": 0}
+    key = request_key("embedded:abc", "chat", base)
+    assert key == request_key("embedded:abc", "chat", dict(base))
+    assert key != request_key("embedded:abc", "chat", {**base, "max_tokens": 6})
+    assert key != request_key("embedded:def", "chat", base)
+
+
+def test_modes_are_validated(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("WORKBOOK_MODE", "rewind")
+    with pytest.raises(ValueError, match="WORKBOOK_MODE"):
+        current_mode()
+    with pytest.raises(ValueError, match="recording name"):
+        RecordedLLM(CONFIG, _no_backend, None, "replay")
+    with pytest.raises(ValueError, match="plain file name"):
+        RecordingStore("../escape", folder=tmp_path)
