@@ -167,3 +167,18 @@ def test_server_agrees_with_embedded(served: OpenAICompatibleLLM, embedded: Embe
     assert [t for t, _ in remote.top[:2]] == [t for t, _ in local.top[:2]]
     assert remote.top[0][1] == pytest.approx(local.top[0][1], abs=0.05)
     assert "qwen2.5-coder-1.5b-instruct" in " ".join(served.info()["server_models"]) or served.info()["server_models"]
+
+
+def test_greedy_shortlist_is_exact(embedded: EmbeddedLLM) -> None:
+    """Checking the best 1 / 64 / 4,096 tokens first picks the same token as masking the whole vocabulary."""
+    from lib.llm import _GrammarConstraint
+
+    rng = np.random.default_rng(0)
+    for grammar in ('root ::= "yes" | "no"', 'root ::= [a-z]+ " " [0-9]', CODE_GRAMMAR):
+        for _ in range(5):
+            logits = rng.normal(size=embedded._n_vocab).astype(np.float32)
+            constraint = _GrammarConstraint(embedded._llama_cpp, embedded._vocab, grammar)
+            try:
+                assert EmbeddedLLM._greedy(logits, constraint) == int(np.argmax(constraint.mask(logits)))
+            finally:
+                constraint.close()
