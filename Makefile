@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NB ?=
 
-.PHONY: setup run test record lab bench drift clean
+.PHONY: setup run test record results lab bench drift clean
 
 setup:
 	@bash setup/install.sh
@@ -16,11 +16,15 @@ test: setup           ## unit tests of lib + nbval on every notebook in replay m
 record: setup         ## re-record notebooks (all, or NB=05-grammars) and rewrite their outputs
 	$(PY) setup/run_notebooks.py --record --only "$(NB)"
 
+results: setup       ## run or resume the saved BANKING77 / CLINC150 runs (hours on 2 cores; resumable)
+	$(PY) setup/run_results.py
+
 lab: setup            ## open JupyterLab on notebooks/
 	.venv/bin/jupyter lab notebooks
 
 bench: setup          ## speed ratios measured side by side in one run
 	$(PY) setup/bench.py
+	$(PY) setup/bench_decisions.py
 
 drift: setup          ## re-run a sample of recordings live and print the largest changes
 	$(PY) setup/drift.py

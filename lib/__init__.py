@@ -1,8 +1,10 @@
 """The workbook's shared package: every helper a notebook needs lives here, with a unit test.
 
-One module per idea: `llm` (backends), `recording` (record/replay), `datasets`, `retrieval`,
-`quotes`, `rules`, `grammar`, `logprobs`, `calibration`, `selective`, `routing`, `plots`,
-`exercises`. Notebooks start with `from lib import get_llm`.
+One module per idea. The model: `llm` (backends), `recording` (record/replay), `model_file`,
+`embeddings`, `checklist`. Part I: `datasets`, `retrieval`, `quotes`, `structured`, `grounding`,
+`rules`. Part II: `grammar`, `code_steps`, `logprobs`, `decisions`, `runs`, `semantic_entropy`.
+Part III: `calibration`, `selective`, `routing`, `plots`. And `exercises` for every notebook.
+Notebooks start with `from lib import get_llm`.
 """
 from lib.llm import get_llm
 

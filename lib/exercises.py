@@ -98,8 +98,8 @@ def _label_token_count(answer: Any) -> bool:
 # --------------------------------------------------------------------------- notebooks 01 and 02
 
 
-@exercise("nb01-ex1", hint="The helpdesk documents hold staff and IT rules: look for the section about "
-          "failed logins in helpdesk/passwords.", expects="a section id, as a string such as 'handbook/stipends'")
+@exercise("nb01-ex1", hint="Print the id and heading of every section whose doc starts with 'helpdesk/' "
+          "and look for the one about failed sign-ins.", expects="a section id, as a string such as 'handbook/stipends'")
 def _lockout_section(answer: Any) -> bool:
     return _normalized(answer) == "helpdesk/passwords/account-lockout"
 
@@ -134,3 +134,130 @@ def _best_chunking(answer: Any) -> bool:
           "the gate's two thresholds printed above.", expects="a route name, as a string")
 def _route_for_tiny_margin(answer: Any) -> bool:
     return _normalized(answer).replace(" ", "_") == "low_confidence"
+
+
+# ---- notebook 03
+
+
+def _labelled_quote(quote_id: str) -> tuple[str, str]:
+    """A labelled quote (data/corpus/quotes_labelled.jsonl) and the text of its section."""
+    import json
+
+    from lib.datasets import CORPUS_DIR, load_corpus
+
+    lines = (CORPUS_DIR / "quotes_labelled.jsonl").read_text(encoding="utf-8").splitlines()
+    row = next(json.loads(line) for line in lines if json.loads(line)["id"] == quote_id)
+    return row["quote"], {section.id: section.text for section in load_corpus()}[row["section_id"]]
+
+
+@exercise("nb03-ex1", hint="Compare the passed_strict and passed_full columns of the per-kind table for the "
+          "kinds that should pass.", expects="a quote kind from quotes_labelled.jsonl, as a string")
+def _strict_false_alarm_kind(answer: Any) -> bool:
+    return _normalized(answer) == "elided"
+
+
+@exercise("nb03-ex2", hint="Copy a sentence from the section and change only its formatting: capital letters, "
+          "extra spaces, a curly apostrophe or an en dash.", expects="a quote, as a string")
+def _normalized_only_quote(answer: Any) -> bool:
+    from lib.datasets import load_corpus
+    from lib.quotes import verify_quote
+
+    if not isinstance(answer, str):
+        raise TypeError("expected a string")
+    source = {section.id: section.text for section in load_corpus()}["handbook/stipends"]
+    return verify_quote(answer, source).kind == "normalized"
+
+
+@exercise("nb03-ex3", hint="The gap is the number of source characters between the end of one fragment and the "
+          "start of the next: subtract the offsets.", expects="a whole number of characters")
+def _smallest_gap_for_v23(answer: Any) -> bool:
+    from lib.quotes import verify_quote
+
+    if isinstance(answer, bool) or float(answer) != int(answer):
+        raise ValueError("expected a whole number")
+    gap = int(answer)
+    quote, source = _labelled_quote("v23")
+    return gap >= 1 and verify_quote(quote, source, max_gap=gap).ok and not verify_quote(quote, source, max_gap=gap - 1).ok
+
+
+# ---- notebook 04
+
+
+@exercise("nb04-ex1", hint="Read the case's description: who is in Computer Science, and who holds a faculty "
+          "appointment there?", expects="a rule name from lib.rules.RULE_NAMES, as a string")
+def _postdoc_case_rule(answer: Any) -> bool:
+    return _normalized(answer) == "home-department"
+
+
+@exercise("nb04-ex2", hint="Without an advisor the outside-member rule cannot hold; keep enough tenured faculty, "
+          "two of them in Computer Science, so that nothing else fails.",
+          expects="a list of lib.rules.CommitteeMember records")
+def _advisor_and_outside_only(answer: Any) -> bool:
+    from lib.rules import check_committee
+
+    return check_committee(answer, "Computer Science").violated_rules == ["advisor", "outside-member"]
+
+
+@exercise("nb04-ex3", hint="Try synthesize_committee with size 1, 2, 3, ... and look for the first that does not "
+          "return None; which rule sets the floor?", expects="a whole number of members")
+def _smallest_synthesised_size(answer: Any) -> bool:
+    import json
+
+    from lib.datasets import CORPUS_DIR
+    from lib.rules import CommitteeMember, synthesize_committee
+
+    if isinstance(answer, bool) or float(answer) != int(answer):
+        raise ValueError("expected a whole number")
+    lines = (CORPUS_DIR / "faculty.jsonl").read_text(encoding="utf-8").splitlines()
+    pool = [CommitteeMember(**json.loads(line)) for line in lines]
+    size = int(answer)
+
+    def builds(n: int) -> bool:
+        return synthesize_committee(pool, "Hiroshi Tanaka", "Computer Science", size=n) is not None
+
+    return size >= 1 and builds(size) and (size == 1 or not builds(size - 1))
+
+
+# --------------------------------------------------------------------------- notebook 07
+
+
+@exercise("nb07-ex1", hint="Shares 2/5, 2/5 and 1/5; entropy is -sum p log p with the natural log.",
+          expects="a number of nats, e.g. 0.5")
+def _semantic_entropy_by_hand(answer: Any) -> bool:
+    shares = (0.4, 0.4, 0.2)
+    return _close(answer, -sum(p * math.log(p) for p in shares), tolerance=0.005)
+
+
+@exercise("nb07-ex2", hint="The k-th answer is compared with one representative per existing cluster, and "
+          "bidirectional() stops after the first direction says no.", expects="a whole number")
+def _entailment_calls(answer: Any) -> bool:
+    return float(answer) == sum(range(5))
+
+
+@exercise("nb07-ex3", hint="Run matches_gold on the two strings, and read normalize_answer's docstring on number words.",
+          expects="True or False")
+def _number_words_match(answer: Any) -> bool:
+    if not isinstance(answer, bool):
+        raise TypeError("expected a bool")
+    return answer is True
+
+
+# --------------------------------------------------------------------------- notebook 05
+
+
+@exercise("nb05-ex1", hint="Call llm.tokenize(\"C-F\") and count the pieces.", expects="a whole number")
+def _code_token_count(answer: Any) -> bool:
+    from lib.llm import get_llm
+    expected = len(get_llm(recording="05-grammars").tokenize("C-F"))
+    return int(answer) == expected and float(answer) == int(answer)
+
+
+@exercise("nb05-ex2", hint="Re-read what a grammar guarantees, and the 'grammar valid' column of the adversarial table.",
+          expects="a number between 0 and 1")
+def _grammar_valid_share(answer: Any) -> bool:
+    return _close(answer, 1.0, tolerance=1e-9)
+
+
+@exercise("nb05-ex3", hint="Which token carries the intent letter? Steps count from 1.", expects="a whole number")
+def _intent_step(answer: Any) -> bool:
+    return float(answer) == 3

@@ -184,7 +184,7 @@ class EmbeddedLLM(_SharedMethods):
         self._llama_cpp = llama_cpp
         self.model_file = model or configured_model()
         self.n_ctx = n_ctx or int(os.environ.get("WORKBOOK_N_CTX", "4096"))
-        self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_threads = n_threads or int(os.environ.get("WORKBOOK_THREADS", 0)) or os.cpu_count() or 1
         self._llama = llama_cpp.Llama(
             model_path=str(self.model_file.path), n_ctx=self.n_ctx, n_batch=self.n_ctx,
             n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False,

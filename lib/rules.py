@@ -24,9 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import z3
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from lib.llm import LLM, Completion
 
 
 class CommitteeMember(BaseModel):
@@ -380,3 +384,126 @@ def synthesize_committee(
     return [
         member for member, choice in zip(candidates, chosen) if z3.is_true(model.eval(choice, model_completion=True))
     ]
+
+
+# --------------------------------------------------------------------------- extraction by the model
+
+
+class CommitteeExtraction(BaseModel):
+    """What the model fills in from a student's message: one record per committee member."""
+
+    members: list[CommitteeMember] = Field(description="Every committee member named in the text, advisors included.")
+
+
+EXTRACTION_SYSTEM_PROMPT = (
+    "You read a PhD student's message about their thesis committee and extract facts, nothing else. "
+    "Reply with a JSON object {\"members\": [...]} holding one record per committee member named in "
+    "the message, the advisor or co-advisors included. Use only what the message says. Fields:\n"
+    + "\n".join(f"- {name}: {field.description}" for name, field in CommitteeMember.model_fields.items())
+)
+"""The instructions for extracting committee facts (field meanings come from `CommitteeMember`)."""
+
+
+@dataclass(frozen=True)
+class ExtractionResult:
+    """The committee facts the model extracted, or why it failed.
+
+    `members` is None when no valid extraction came back in two attempts (`errors` says
+    why); the committee is then *not* checked, because a guessed record would let a
+    misread decide the verdict. `completions` holds every reply.
+    """
+
+    members: list[CommitteeMember] | None
+    completions: tuple[Completion, ...]
+    errors: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when the model produced a valid list of members."""
+        return self.members is not None
+
+
+def extraction_messages(description: str, home_department: str) -> list[dict[str, str]]:
+    """The chat messages asking for `CommitteeExtraction` from a free-text committee description."""
+    if not isinstance(description, str) or not description.strip():
+        raise ValueError("description must be a non-empty string")
+    _validated_home_key(home_department)
+    user = (f"The student's home department is {home_department.strip()}.\n\n"
+            f"Message:\n{description.strip()}")
+    return [{"role": "system", "content": EXTRACTION_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def extract_committee(llm: LLM, description: str, home_department: str, *, max_tokens: int = 600) -> ExtractionResult:
+    """Let the model read a committee description into `CommitteeMember` records.
+
+    The reply is JSON constrained by the schema of `CommitteeExtraction`, validated by
+    pydantic, and retried once when invalid or cut off (`lib.structured.ask_structured`);
+    after that it is an extraction failure. The model only extracts: deciding whether the
+    committee is valid is `check_committee`'s job.
+    """
+    from lib.structured import ask_structured  # lib.structured imports the model layer; keep rules light
+
+    messages = extraction_messages(description, home_department)
+    result = ask_structured(llm, messages, CommitteeExtraction, max_tokens=max_tokens)
+    members = None if result.value is None else list(result.value.members)
+    return ExtractionResult(members, result.completions, result.errors)
+
+
+def extraction_differences(extracted: Sequence[CommitteeMember], gold: Sequence[CommitteeMember]) -> list[str]:
+    """Where an extraction differs from the gold members, one readable line per difference.
+
+    Members are matched by name (case-insensitive, surrounding whitespace ignored). A gold
+    member the extraction lacks, an extra extracted member, and every field that differs
+    (departments compared as the rules compare them) each give one line. [] means the
+    extraction is exactly right for every fact the rules use.
+    """
+    extracted = _validated_members(extracted, "extracted")
+    gold = _validated_members(gold, "gold")
+
+    def key(member: CommitteeMember) -> str:
+        return member.name.strip().casefold()
+
+    found = {key(member): member for member in extracted}
+    expected = {key(member): member for member in gold}
+    differences = [f"missing member {member.name!r}" for member in gold if key(member) not in found]
+    differences += [f"extra member {member.name!r}" for member in extracted if key(member) not in expected]
+    for name, truth in expected.items():
+        if name not in found:
+            continue
+        got = found[name]
+        for field in ("is_advisor", "has_faculty_appointment", "is_tenured_or_emeritus"):
+            if getattr(got, field) != getattr(truth, field):
+                differences.append(f"{truth.name}: {field} is {getattr(got, field)}, should be {getattr(truth, field)}")
+        if _department_key(got.primary_department) != _department_key(truth.primary_department):
+            differences.append(
+                f"{truth.name}: primary_department is {got.primary_department!r}, should be {truth.primary_department!r}"
+            )
+    return differences
+
+
+PLAIN_JUDGE_PROMPT = (
+    "You check thesis committees against the rules below. Answer with yes if the proposed committee "
+    "satisfies every rule, and no otherwise.\n\nRules:\n{rules}"
+)
+"""The instructions for the baseline: the model reads the rules and judges the committee itself."""
+
+
+def plain_committee_verdict(llm: LLM, rules_text: str, description: str) -> tuple[bool, Completion]:
+    """The baseline that extraction + checking replaces: the model reads the rules and says yes or no.
+
+    The reply is constrained to "yes" or "no" by a grammar, so it is always readable; the
+    model decides alone. Returns (True for "yes", the completion).
+    """
+    from lib.grammar import gbnf_for_options
+
+    if not isinstance(rules_text, str) or not rules_text.strip():
+        raise ValueError("rules_text must be the non-empty text of the committee rules")
+    if not isinstance(description, str) or not description.strip():
+        raise ValueError("description must be a non-empty string")
+    messages = [
+        {"role": "system", "content": PLAIN_JUDGE_PROMPT.format(rules=rules_text.strip())},
+        {"role": "user", "content": f"Proposed committee:\n{description.strip()}\n\n"
+                                    "Does this committee satisfy every rule? Answer yes or no."},
+    ]
+    completion = llm.chat(messages, max_tokens=2, grammar=gbnf_for_options(["yes", "no"]))
+    return completion.text.strip() == "yes", completion

@@ -28,7 +28,9 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
     CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
         "$VENV/bin/pip" install --quiet --no-cache-dir "llama-cpp-python[server]==$LLAMA_CPP_VERSION"
     echo "[setup] installing the workbook and its other dependencies"
-    "$VENV/bin/pip" install --quiet -e .
+    # "compat" editable mode puts the repo root on sys.path. The default mode's import hook loses
+    # to the stray site-packages/lib/ folder (of shared libraries) that llama-cpp-python installs.
+    "$VENV/bin/pip" install --quiet -e . --config-settings editable_mode=compat
     echo "$want" > "$STAMP"
     echo "[setup] packages installed in $(( $(date +%s) - start )) s"
 fi

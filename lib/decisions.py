@@ -1,0 +1,651 @@
+"""Intent decisions with a confidence: the same question answered four ways.
+
+Every decider maps one customer message to a `Decision`: a label that is always one of the
+task's labels (whatever the message says), a confidence in [0, 1], the probabilities
+behind it, and the time it took. Notebooks 06-12 compare these on saved results
+(`lib.runs`).
+
+- `FullListDecider`: the model sees every intent, as a code such as "C-F" with a one-line
+  description, in a system prompt that stays in the KV cache. It answers in two steps,
+  group letter then intent letter; confidence = P(group) x P(intent | group), each step
+  renormalised over the letters allowed there (`lib.logprobs.renormalize`).
+- `ShortlistDecider` ("retrieve, then choose"): MiniLM nearest neighbours over the
+  training pool propose k distinct intents, the model picks a letter. Small models favour
+  some letters whatever the options say (position bias), so the decider can average over
+  several orderings of the options and divide out the model's prior over letters measured
+  on a content-free message (contextual calibration, Zhao et al., 2021). Every ordering's
+  probabilities are kept, so each correction can be judged on its own.
+- `NearestNeighbourDecider` and `LogRegDecider`: baselines without an LLM, on the same
+  MiniLM embeddings of the same training pool.
+
+On the embedded backend the full-list decision reads exact probabilities from the whole
+vocabulary and evaluates the message once: the group step, then one decoding step per
+token of the code. The model spells "C-F" as two tokens, "C" then "-F"; it can also spell
+it in three, "C", "-", "F". The second spelling is read too ("the retry": one more step
+with the dash in place), and the intent probability adds both spellings, so no
+probability is lost to the way a code happens to be tokenised. On a server backend the
+decision is a grammar-constrained generation whose top candidates are renormalised per
+step; there a letter missing from the candidates gets probability 0.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol, Sequence
+
+import numpy as np
+import pandas as pd
+
+from lib.datasets import OUT_OF_SCOPE
+from lib.grammar import LabelGroups, assign_codes, gbnf_for_codes, letters
+from lib.llm import CapabilityError, EmbeddedLLM, Message, fingerprint, validate_messages
+from lib.logprobs import log_softmax, renormalize
+
+DEFAULT_TOP_LOGPROBS = 20
+"""Top candidates asked of a server per step (its usual maximum)."""
+MAX_MESSAGE_CHARS = 2000
+"""Longer customer messages are cut to this many characters (then to what the context holds)."""
+CONTENT_FREE_MESSAGE = "N/A"
+"""The content-free message whose answer measures the model's prior over letters."""
+NONE_OF_THESE = "None of these intents fits the message."
+
+
+def significant(value: float, digits: int = 6) -> float:
+    """`value` rounded to `digits` significant digits: compact in JSON, and never 0 for a tiny probability."""
+    return float(f"{value:.{digits}g}")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One choice the model made: the options offered, their renormalised probabilities, the off-label mass."""
+
+    name: str
+    options: tuple[str, ...]
+    probs: tuple[float, ...]
+    off_label_mass: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One message's decision.
+
+    label: always one of the task's labels. code: what the model answered ("C-F", a letter,
+    or "" for the baselines). confidence: in [0, 1]. steps: each step's options and
+    probabilities. off_label_mass: the probability that went to tokens that are no allowed
+    answer, over all steps (1 - product of each step's kept mass). candidates: the labels
+    offered; candidate_probs: their probabilities (or, for nearest neighbours, their
+    similarities). details: method-specific numbers (see each decider).
+    """
+
+    label: str
+    code: str
+    confidence: float
+    steps: tuple[Step, ...]
+    off_label_mass: float
+    candidates: tuple[str, ...]
+    candidate_probs: tuple[float, ...]
+    seconds: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Decider(Protocol):
+    """What `lib.runs.run_split` needs: a name, a fingerprint of the prompt and settings, and `decide`."""
+
+    method: str
+    fingerprint: str
+    thread_safe: bool
+
+    def decide(self, text: str) -> Decision: ...
+
+
+def embedded_backend(llm: Any) -> EmbeddedLLM | None:
+    """The in-process model behind `llm` when we may drive it directly (live mode), else None."""
+    if isinstance(llm, EmbeddedLLM):
+        return llm
+    if getattr(llm, "mode", None) == "live" and llm.config.backend == "embedded":
+        return llm.backend
+    return None
+
+
+def runs_in_process(llm: Any) -> bool:
+    """Whether `llm` is the embedded model, which serves one request at a time."""
+    return isinstance(llm, EmbeddedLLM) or getattr(getattr(llm, "config", None), "backend", None) == "embedded"
+
+
+def _clean_message(text: str) -> str:
+    """The customer message as the prompt will hold it: a string, stripped, at most MAX_MESSAGE_CHARS."""
+    if not isinstance(text, str):
+        raise TypeError(f"the message must be a string, got {type(text).__name__}")
+    return text.strip()[:MAX_MESSAGE_CHARS]
+
+
+def _off_label_total(steps: Sequence[Step]) -> float:
+    kept = np.prod([1.0 - s.off_label_mass for s in steps]) if steps else 1.0
+    return float(np.clip(1.0 - kept, 0.0, 1.0))
+
+
+def _aligned(probs: dict[str, float], options: Sequence[str]) -> np.ndarray:
+    return np.array([probs.get(option, 0.0) for option in options], dtype=np.float64)
+
+
+class _Steps:
+    """Evaluate a prompt once on the embedded model, then read the next-token distribution
+    after any short continuation, decoding only the tokens not already in the cache.
+
+    This uses the embedded backend's internals (token ids and the llama context) so that a
+    multi-step answer costs one prompt evaluation plus one decoding step per token, as a
+    generation would; the backend's shared-prefix cache stays valid because only
+    positions after the prompt are written.
+    """
+
+    def __init__(self, backend: EmbeddedLLM, messages: list[Message], reserve: int = 16) -> None:
+        ids, shared = backend._prompt_ids(messages, "")
+        backend._evaluate(ids, shared, reserve=reserve)
+        self._backend = backend
+        self._length = len(ids)
+        self._pushed: list[int] = []
+        self.first = log_softmax(backend._last_logits())
+
+    def after(self, tokens: Sequence[int]) -> np.ndarray:
+        """Log-probabilities of the next token after the prompt plus `tokens`."""
+        tokens = list(tokens)
+        if not tokens:
+            return self.first
+        common = 0
+        while common < min(len(tokens), len(self._pushed)) and tokens[common] == self._pushed[common]:
+            common += 1
+        if common == len(tokens):  # the logits we need were overwritten: decode the last token again
+            common -= 1
+        llama = self._backend._llama
+        llama.n_tokens = self._length + common
+        for token in tokens[common:]:
+            llama.eval([token])
+        self._pushed = tokens
+        return log_softmax(self._backend._last_logits())
+
+
+def _fit_to_context(backend: EmbeddedLLM | None, messages: list[Message], reserve: int) -> list[Message]:
+    """Shorten the last message until the prompt fits the embedded model's context."""
+    if backend is None:
+        return messages
+    while True:
+        ids, _ = backend._prompt_ids(messages, "")
+        excess = len(ids) + reserve - backend.n_ctx
+        text = messages[-1]["content"]
+        if excess <= 0 or not text:
+            return messages
+        keep = max(0, len(text) - max(16, 4 * excess))
+        messages = messages[:-1] + [{"role": messages[-1]["role"], "content": text[:keep]}]
+
+
+# --------------------------------------------------------------------------- full list
+
+
+def full_list_prompt(label_groups: LabelGroups) -> tuple[str, dict[str, str]]:
+    """The cached system prompt listing every group and intent with its code, and code -> label."""
+    codes = assign_codes(label_groups.groups)
+    lines = ["You route customer messages to the right intent. Every intent has a code: the letter "
+             "of its group, a dash, and the letter of the intent within the group.", ""]
+    for group_letter, (group, labels) in zip(letters(len(label_groups.groups)), label_groups.groups.items()):
+        lines.append(f"Group {group_letter} ({group.replace('_', ' ')}): {label_groups.group_descriptions[group]}")
+        for intent_letter, label in zip(letters(len(labels)), labels):
+            lines.append(f"{group_letter}-{intent_letter}: {label_groups.descriptions[label]}")
+        lines.append("")
+    lines.append("Reply with the code of the intent that fits the customer's message best, and nothing else.")
+    return "\n".join(lines), codes
+
+
+class FullListDecider:
+    """Two steps over all intents: group letter, then intent letter (see the module docstring).
+
+    details: p_group and p_intent (the two factors of the confidence) and, on the exact
+    path, three_token_share: the part of the intent step's mass that came from spelling
+    the code in three tokens.
+    """
+
+    method = "full"
+
+    def __init__(self, llm: Any, label_groups: LabelGroups, *, exact: bool | None = None,
+                 top_logprobs: int = DEFAULT_TOP_LOGPROBS) -> None:
+        self.llm = llm
+        self.system_prompt, self.codes = full_list_prompt(label_groups)
+        self.group_letters = letters(len(label_groups.groups))
+        self.intent_letters = {g: letters(len(labels)) for g, labels in zip(self.group_letters,
+                                                                          label_groups.groups.values())}
+        self.grammar = gbnf_for_codes(self.codes)
+        self.top_logprobs = top_logprobs
+        self._backend = embedded_backend(llm) if exact in (None, True) else None
+        if exact and self._backend is None:
+            raise CapabilityError("exact full-list decisions need the embedded backend in live mode")
+        self.thread_safe = not runs_in_process(llm)
+        self.fingerprint = fingerprint({"method": self.method, "system": self.system_prompt,
+                                        "exact": self._backend is not None})
+
+    def messages(self, text: str) -> list[Message]:
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": _clean_message(text)}]
+
+    def decide(self, text: str) -> Decision:
+        start = time.perf_counter()
+        messages = _fit_to_context(self._backend, self.messages(text), reserve=16)
+        if self._backend is not None:
+            group_step, intent_step, code, details = self._exact(messages)
+        else:
+            group_step, intent_step, code, details = self._generated(messages)
+        group, intent = code.split("-")
+        p_group = group_step.probs[group_step.options.index(group)]
+        p_intent = intent_step.probs[intent_step.options.index(intent)]
+        steps = (group_step, intent_step)
+        return Decision(
+            label=self.codes[code], code=code, confidence=significant(p_group * p_intent), steps=steps,
+            off_label_mass=significant(_off_label_total(steps)),
+            candidates=tuple(self.codes[f"{group}-{letter}"] for letter in intent_step.options),
+            candidate_probs=tuple(significant(p_group * p) for p in intent_step.probs),
+            seconds=time.perf_counter() - start,
+            details={"p_group": significant(p_group), "p_intent": significant(p_intent), **details})
+
+    @staticmethod
+    def _step(name: str, probs: dict[str, float], off: float, options: Sequence[str]) -> Step:
+        """A step over `options`; those missing from the candidates get probability 0."""
+        return Step(name, tuple(options), tuple(significant(p) for p in _aligned(probs, options)),
+                    significant(off))
+
+    def _exact(self, messages: list[Message]) -> tuple[Step, Step, str, dict[str, Any]]:
+        backend = self._backend
+        steps = _Steps(backend, messages, reserve=4)
+        group_candidates = _letter_candidates(backend, steps.first, self.group_letters)
+        group_probs, group_off = renormalize(group_candidates, self.group_letters)
+        group = max(self.group_letters, key=lambda letter: group_probs.get(letter, 0.0))
+        intents = self.intent_letters[group]
+        group_id = backend.single_token_id(group)
+        dash_id = backend.single_token_id("-")
+        after_group = steps.after([group_id])
+        after_dash = steps.after([group_id, dash_id])  # the retry: the code spelled "C", "-", "F"
+        two_token = np.array([after_group[backend.single_token_id(f"-{letter}")] for letter in intents])
+        three_token = after_group[dash_id] + np.array([after_dash[backend.single_token_id(letter)]
+                                                       for letter in intents])
+        combined = np.logaddexp(two_token, three_token)
+        intent_probs, intent_off = renormalize(list(zip(intents, combined.tolist())), intents)
+        intent = max(intents, key=lambda letter: intent_probs.get(letter, 0.0))
+        share = float(np.exp(np.logaddexp.reduce(three_token) - np.logaddexp.reduce(combined)))
+        return (self._step("group", group_probs, group_off, self.group_letters),
+                self._step("intent", intent_probs, intent_off, intents), f"{group}-{intent}",
+                {"three_token_share": significant(share)})
+
+    def _generated(self, messages: list[Message]) -> tuple[Step, Step, str, dict[str, Any]]:
+        """Grammar-constrained generation; each step's top candidates renormalised over its letters."""
+        completion = self.llm.chat(messages, max_tokens=3, grammar=self.grammar, top_logprobs=self.top_logprobs)
+        code = completion.text.strip()
+        tokens = completion.tokens
+        group_probs, group_off = renormalize(list(tokens[0].top), self.group_letters)
+        intents = self.intent_letters[code[0]]
+        three_tokens = tokens[1].token == "-"
+        if three_tokens:  # the intent letter is the third token
+            intent_probs, intent_off = renormalize(list(tokens[2].top), intents)
+        else:
+            dashed, intent_off = renormalize(list(tokens[1].top), [f"-{letter}" for letter in intents])
+            intent_probs = {key[1:]: p for key, p in dashed.items()}
+        return (self._step("group", group_probs, group_off, self.group_letters),
+                self._step("intent", intent_probs, intent_off, intents), code,
+                {"three_token_share": 1.0 if three_tokens else 0.0})
+
+
+def _letter_candidates(backend: EmbeddedLLM, logprobs: np.ndarray, answers: Sequence[str]) -> list[tuple[str, float]]:
+    """(token, log-probability) for each answer and its space-prefixed spelling, from the full vocabulary."""
+    candidates = []
+    for answer in answers:
+        for spelling in (answer, f" {answer}"):
+            candidates.append((spelling, float(logprobs[backend.single_token_id(spelling)])))
+    return candidates
+
+
+# --------------------------------------------------------------------------- retrieval
+
+
+EMBEDDING_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "embeddings"
+
+
+def pool_embeddings(texts: Sequence[str], embed: Any = None) -> np.ndarray:
+    """MiniLM vectors of a training pool, cached on disk (.cache/embeddings/) by a hash of the texts.
+
+    Embedding BANKING77's or CLINC150's pool takes minutes on two cores, and every run of
+    every method needs it; the vectors are deterministic, so they are computed once. A
+    custom `embed` function (tests) is never cached.
+    """
+    from lib.embeddings import embed as minilm
+
+    if embed is not None:
+        return embed(list(texts))
+    path = EMBEDDING_CACHE / f"{fingerprint(list(texts))}.npy"
+    if path.is_file():
+        return np.load(path)
+    vectors = minilm(list(texts))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+class IntentRetriever:
+    """MiniLM nearest neighbours over a pool of labelled training messages."""
+
+    def __init__(self, pool: pd.DataFrame, embed: Any = None) -> None:
+        from lib.embeddings import embed as minilm
+
+        self._embed = embed or minilm
+        self.texts = pool["text"].tolist()
+        self.labels = np.asarray(pool["label"].tolist())
+        self.vectors = pool_embeddings(self.texts, embed)
+        self.pool_fingerprint = fingerprint([self.texts, self.labels.tolist()])
+
+    def nearest_intents(self, text: str, k: int) -> list[tuple[str, float]]:
+        """The k distinct intents of the nearest pool messages, each with its best cosine similarity."""
+        return self.nearest_to_vector(self._embed([text])[0], k)
+
+    def nearest_to_vector(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """`nearest_intents` for a message already embedded."""
+        similarities = self.vectors @ vector
+        order = np.argsort(-similarities, kind="stable")
+        found: dict[str, float] = {}
+        for index in order:
+            label = str(self.labels[index])
+            if label not in found:
+                found[label] = float(similarities[index])
+                if len(found) == k:
+                    break
+        return list(found.items())
+
+
+class NearestNeighbourDecider:
+    """Top-1 nearest neighbour's intent; confidence = its similarity minus the next intent's.
+
+    details: similarity (the best cosine) and margin (best minus second-best distinct intent).
+    """
+
+    method = "knn"
+    thread_safe = True
+
+    def __init__(self, retriever: IntentRetriever, k: int = 8) -> None:
+        self.retriever = retriever
+        self.k = k
+        self.fingerprint = fingerprint({"method": self.method, "pool": retriever.pool_fingerprint, "k": k})
+
+    def decide(self, text: str) -> Decision:
+        return self.decide_many([text])[0]
+
+    def decide_many(self, texts: Sequence[str]) -> list[Decision]:
+        """Decisions for many messages, embedded in one batch (seconds: the batch's time per message)."""
+        start = time.perf_counter()
+        vectors = self.retriever._embed([_clean_message(text) for text in texts])
+        decisions = [self._decision(vector) for vector in vectors]
+        seconds = (time.perf_counter() - start) / max(len(texts), 1)
+        return [replace(decision, seconds=seconds) for decision in decisions]
+
+    def _decision(self, vector: np.ndarray) -> Decision:
+        nearest = self.retriever.nearest_to_vector(vector, self.k)
+        similarity = nearest[0][1]
+        margin = similarity - nearest[1][1] if len(nearest) > 1 else similarity
+        return Decision(label=nearest[0][0], code="", confidence=significant(float(np.clip(margin, 0, 1))),
+                        steps=(), off_label_mass=0.0, candidates=tuple(label for label, _ in nearest),
+                        candidate_probs=tuple(significant(s) for _, s in nearest), seconds=0.0,
+                        details={"similarity": significant(similarity), "margin": significant(margin)})
+
+
+class LogRegDecider:
+    """Logistic regression on MiniLM embeddings of the pool; confidence = the top class probability."""
+
+    method = "embed-logreg"
+    thread_safe = True
+
+    def __init__(self, pool: pd.DataFrame, *, c: float = 10.0, top: int = 8, embed: Any = None) -> None:
+        from sklearn.linear_model import LogisticRegression
+
+        from lib.embeddings import embed as minilm
+
+        self._embed = embed or minilm
+        self.top = top
+        self.model = LogisticRegression(C=c, max_iter=2000).fit(pool_embeddings(pool["text"].tolist(), embed),
+                                                                pool["label"].tolist())
+        self.fingerprint = fingerprint({"method": self.method, "C": c,
+                                        "pool": [pool["text"].tolist(), pool["label"].tolist()]})
+
+    def decide(self, text: str) -> Decision:
+        return self.decide_many([text])[0]
+
+    def decide_many(self, texts: Sequence[str]) -> list[Decision]:
+        """Decisions for many messages, embedded in one batch (seconds: the batch's time per message)."""
+        start = time.perf_counter()
+        all_probs = self.model.predict_proba(self._embed([_clean_message(text) for text in texts]))
+        decisions = []
+        for probs in all_probs:
+            order = np.argsort(-probs, kind="stable")[: self.top]
+            labels = tuple(str(self.model.classes_[i]) for i in order)
+            decisions.append(Decision(label=labels[0], code="", confidence=significant(float(probs[order[0]])),
+                                      steps=(), off_label_mass=0.0, candidates=labels,
+                                      candidate_probs=tuple(significant(float(probs[i])) for i in order),
+                                      seconds=0.0))
+        seconds = (time.perf_counter() - start) / max(len(texts), 1)
+        return [replace(decision, seconds=seconds) for decision in decisions]
+
+
+# --------------------------------------------------------------------------- shortlist
+
+
+Debias = Literal["none", "permute", "calibrate"]
+
+
+def cyclic_orders(n: int, n_orders: int) -> list[list[int]]:
+    """`n_orders` rotations of range(n), evenly spaced, so each option visits positions far apart."""
+    if not 1 <= n_orders <= max(n, 1):
+        raise ValueError(f"n_orders must be between 1 and {n}, got {n_orders}")
+    return [[(i + shift) % n for i in range(n)] for shift in (o * n // n_orders for o in range(n_orders))]
+
+
+def contextual_calibration(probs: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """Divide out the model's prior over options (Zhao et al., 2021) and renormalise.
+
+    probs and prior: shape (..., n_options), rows summing to 1. The prior is what the model
+    answers for a content-free message with the same options; a letter it favours for no
+    reason is scaled down by exactly that favour.
+    """
+    scaled = np.asarray(probs, dtype=np.float64) / np.clip(np.asarray(prior, dtype=np.float64), 1e-12, None)
+    return scaled / scaled.sum(axis=-1, keepdims=True)
+
+
+def shortlist_probabilities(orders: np.ndarray, content_free: np.ndarray | None = None,
+                            debias: Debias = "calibrate") -> np.ndarray:
+    """Option probabilities after a debiasing choice, from per-ordering probabilities.
+
+    orders: (n_orders, n_options) probabilities, each row aligned to the same candidate
+    list (not to letters). "none": the first ordering only; "permute": the mean over
+    orderings; "calibrate": contextual calibration per ordering, then the mean.
+    """
+    orders = np.asarray(orders, dtype=np.float64)
+    if debias == "none":
+        return orders[0]
+    if debias == "permute":
+        return orders.mean(axis=0)
+    if debias == "calibrate":
+        if content_free is None:
+            raise ValueError("debias='calibrate' needs the content-free probabilities")
+        return contextual_calibration(orders, content_free).mean(axis=0)
+    raise ValueError(f"debias must be 'none', 'permute' or 'calibrate', got {debias!r}")
+
+
+SHORTLIST_INSTRUCTION = (
+    "You route customer messages to the right intent. Each request lists a few candidate intents, "
+    "each with a letter and a one-line description, followed by the customer's message. Reply with "
+    "the letter of the intent that fits the message best, and nothing else.")
+SHORTLIST_NAMES_INSTRUCTION = (
+    "You route customer messages to the right intent. Each request lists a few candidate intents, "
+    "each with its name and a one-line description, followed by the customer's message. Reply with "
+    "the name of the intent that fits the message best, and nothing else.")
+NONE_INSTRUCTION = " If no candidate fits, choose the option that says so."
+
+
+class ShortlistDecider:
+    """Retrieve k candidate intents, then let the model choose one (see the module docstring).
+
+    The instruction and `n_examples` worked examples (built from the pool, answers at
+    different letters) form the cached prefix; each request evaluates only the options and
+    the message. Options are shuffled per message with a seed derived from the message (the
+    retrieval order would otherwise tell the model which is nearest), then rotated
+    `n_orders` times. With `calibrate`, each ordering is also asked with the content-free
+    message "N/A". The decision uses `debias`.
+
+    details: orders (the candidate indices shown as A, B, ... in each ordering), order_probs
+    (per ordering, probabilities aligned with candidates), content_free (the same for "N/A"),
+    letters_chosen (the argmax letter of each ordering), similarities (retrieval cosines).
+    With answer="names" the options are intent names scored as token sequences (embedded only).
+    """
+
+    method = "shortlist"
+
+    def __init__(self, llm: Any, retriever: IntentRetriever, label_groups: LabelGroups, *, k: int = 8,
+                 none_option: bool = False, n_orders: int = 2, calibrate: bool = True,
+                 debias: Debias = "calibrate", answer: Literal["letters", "names"] = "letters",
+                 n_examples: int = 2, top_logprobs: int = DEFAULT_TOP_LOGPROBS, seed: int = 0) -> None:
+        if debias == "calibrate" and not calibrate:
+            raise ValueError("debias='calibrate' needs calibrate=True")
+        self.llm = llm
+        self.retriever = retriever
+        self.descriptions = dict(label_groups.descriptions)
+        self.k = k
+        self.none_option = none_option
+        self.n_orders = n_orders
+        self.calibrate = calibrate
+        self.debias = debias
+        self.answer = answer
+        self.top_logprobs = top_logprobs
+        self._backend = embedded_backend(llm)
+        if answer == "names" and self._backend is None:
+            raise CapabilityError("answers as intent names are scored as sequences, which needs the embedded "
+                                  "backend in live mode; use answer='letters'")
+        self.thread_safe = not runs_in_process(llm)
+        instruction = SHORTLIST_INSTRUCTION if answer == "letters" else SHORTLIST_NAMES_INSTRUCTION
+        self.system_prompt = instruction + (NONE_INSTRUCTION if none_option else "")
+        self.examples = self._examples(n_examples, seed)
+        self.fingerprint = fingerprint({"method": self.method, "system": self.system_prompt,
+                                        "examples": self.examples, "k": k, "none": none_option,
+                                        "orders": n_orders, "calibrate": calibrate, "debias": debias,
+                                        "answer": answer, "pool": retriever.pool_fingerprint})
+
+    # -- prompt
+
+    def _options_text(self, shown: Sequence[str], text: str) -> str:
+        lines = ["Candidate intents:"]
+        for letter, label in zip(letters(len(shown)), shown):
+            description = NONE_OF_THESE if label == OUT_OF_SCOPE else self.descriptions[label]
+            if self.answer == "letters":
+                lines.append(f"{letter}. {description}")
+            else:
+                lines.append(f"- {'none_of_these' if label == OUT_OF_SCOPE else label}: {description}")
+        lines += ["", f"Customer message: {text}"]
+        return "\n".join(lines)
+
+    def _reply(self, shown: Sequence[str], label: str) -> str:
+        if self.answer == "letters":
+            return letters(len(shown))[list(shown).index(label)]
+        return "none_of_these" if label == OUT_OF_SCOPE else label
+
+    def _examples(self, n_examples: int, seed: int) -> list[Message]:
+        """Worked examples from the pool: each a pool message, its retrieved options (itself excluded), the answer.
+
+        The answers sit at different letters; with a "none" option, the last example's right
+        intent is removed from its options, so its answer is "none of these".
+        """
+        rng = np.random.default_rng(seed)
+        turns: list[Message] = []
+        positions = [1, self.k - 3, self.k // 2][:n_examples]
+        picks = rng.choice(len(self.retriever.texts), size=n_examples, replace=False)
+        for number, (pick, position) in enumerate(zip(picks, positions)):
+            text, label = self.retriever.texts[pick], str(self.retriever.labels[pick])
+            neighbours = [lab for lab, _ in self.retriever.nearest_intents(text, self.k + 1)]
+            others = [lab for lab in neighbours if lab != label][: self.k - 1]
+            wants_none = self.none_option and number == n_examples - 1
+            if wants_none:
+                others = [lab for lab in neighbours if lab != label][: self.k]
+                shown = others + [OUT_OF_SCOPE]
+                answer_label = OUT_OF_SCOPE
+            else:
+                shown = others[:position] + [label] + others[position:]
+                shown += [OUT_OF_SCOPE] if self.none_option else []
+                answer_label = label
+            turns += [{"role": "user", "content": self._options_text(shown, text)},
+                      {"role": "assistant", "content": self._reply(shown, answer_label)}]
+        return turns
+
+    def messages(self, shown: Sequence[str], text: str) -> list[Message]:
+        return validate_messages([{"role": "system", "content": self.system_prompt}, *self.examples,
+                                  {"role": "user", "content": self._options_text(shown, text)}])
+
+    # -- scoring
+
+    def _option_probs(self, shown: Sequence[str], text: str) -> tuple[np.ndarray, float]:
+        """Renormalised probabilities of the shown options (in shown order) and the off-label mass."""
+        messages = _fit_to_context(self._backend, self.messages(shown, text), reserve=32)
+        if self.answer == "names":
+            return self._name_probs(shown, messages)
+        allowed = letters(len(shown))
+        if self._backend is not None:
+            scored = allowed + [f" {letter}" for letter in allowed]
+            answer = self.llm.next_token_logprobs(messages, top_k=0, score_tokens=scored)
+            candidates = list(answer.scores.items())
+        else:
+            candidates = list(self.llm.next_token_logprobs(messages, top_k=self.top_logprobs).top)
+        probs, off = renormalize(candidates, allowed)
+        if not probs:
+            return np.full(len(shown), 1.0 / len(shown)), 1.0
+        return _aligned(probs, allowed), off
+
+    def _name_probs(self, shown: Sequence[str], messages: list[Message]) -> tuple[np.ndarray, float]:
+        backend = self._backend
+        steps = _Steps(backend, messages, reserve=32)
+        end = backend._token_ids("<|im_end|>", special=True)[-1]  # the reply ends after the name
+        logprobs = []
+        for label in shown:
+            ids = backend._token_ids(self._reply(shown, label), special=False) + [end]
+            total = sum(float(steps.after(ids[:i])[token]) for i, token in enumerate(ids))
+            logprobs.append(total)
+        logprobs = np.array(logprobs)
+        off = float(np.clip(-np.expm1(np.logaddexp.reduce(logprobs)), 0.0, 1.0))
+        return np.exp(logprobs - np.logaddexp.reduce(logprobs)), off
+
+    def decide(self, text: str) -> Decision:
+        start = time.perf_counter()
+        message = _clean_message(text)
+        nearest = self.retriever.nearest_intents(message, self.k)
+        candidates = [label for label, _ in nearest] + ([OUT_OF_SCOPE] if self.none_option else [])
+        n_intents = len(nearest)
+        shuffle = np.random.default_rng(int(fingerprint(message), 16)).permutation(n_intents)
+        orders = [[int(shuffle[i]) for i in rotation] + ([n_intents] if self.none_option else [])
+                  for rotation in cyclic_orders(n_intents, self.n_orders)]
+        order_probs, content_free, offs, chosen = [], [], [], []
+        for order in orders:
+            shown = [candidates[i] for i in order]
+            probs, off = self._option_probs(shown, message)
+            order_probs.append(_unshuffle(probs, order))
+            offs.append(off)
+            chosen.append(letters(len(shown))[int(np.argmax(probs))])
+            if self.calibrate:
+                content_free.append(_unshuffle(self._option_probs(shown, CONTENT_FREE_MESSAGE)[0], order))
+        final = shortlist_probabilities(np.array(order_probs), np.array(content_free) if content_free else None,
+                                        self.debias)
+        best = int(np.argmax(final))
+        step = Step("option", tuple(candidates), tuple(significant(p) for p in final),
+                    significant(float(np.mean(offs))))
+        return Decision(
+            label=candidates[best], code=letters(len(candidates))[orders[0].index(best)],
+            confidence=significant(float(final[best])), steps=(step,), off_label_mass=step.off_label_mass,
+            candidates=tuple(candidates), candidate_probs=step.probs, seconds=time.perf_counter() - start,
+            details={"orders": orders,
+                     "order_probs": [[significant(p) for p in row] for row in order_probs],
+                     "content_free": [[significant(p) for p in row] for row in content_free],
+                     "letters_chosen": chosen,
+                     "similarities": [significant(s) for _, s in nearest]})
+
+
+def _unshuffle(probs: np.ndarray, order: Sequence[int]) -> np.ndarray:
+    """Probabilities in shown order -> aligned with the candidate list (order[i] = candidate shown at i)."""
+    aligned = np.zeros(len(order))
+    aligned[list(order)] = probs
+    return aligned

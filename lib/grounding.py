@@ -1,0 +1,103 @@
+"""Grounded answers: the model answers from given sections only, with quotes that code then checks.
+
+`grounded_answer` shows the model a question and a few corpus sections (each headed by
+its section id), asks for a `lib.quotes.GroundedAnswer` (the answer plus verbatim quotes,
+each naming its section) as JSON under a schema constraint, and checks every quote with
+`lib.quotes.verify_answer`. The prompt lives here and nowhere else, so notebook 03 (quote
+verification), 06 (token confidence of grounded answers) and 12 (the assembled assistant)
+ask exactly the same question in exactly the same words.
+
+An answer that fails validation twice is reported as a failure (`answer` is None), never
+repaired: see `lib.structured`.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from lib.llm import LLM, Completion, Message
+from lib.quotes import GroundedAnswer, QuoteVerdict, verify_answer
+from lib.structured import ask_structured
+
+GROUNDING_SYSTEM_PROMPT = (
+    "You answer questions about the Quillmere Institute of Technology using ONLY the sections "
+    "given to you. Reply with a JSON object with two keys: \"answer\", a short answer to the "
+    "question, and \"quotes\", a list of passages copied word for word from the sections that "
+    "support the answer, each with the \"section_id\" of the section it was copied from. Copy "
+    "quotes exactly, character for character; use '...' only to leave out words inside one "
+    "passage. If the sections do not answer the question, say so in \"answer\" and give no quotes."
+)
+"""The instructions for every grounded answer in the workbook."""
+
+DEFAULT_MAX_TOKENS = 300
+
+
+@dataclass(frozen=True)
+class GroundingResult:
+    """A grounded answer and the verdict on each of its quotes.
+
+    `answer` is the validated `GroundedAnswer`, or None when the model failed to produce
+    one in two attempts (`errors` says why). `completions` holds every reply (for token
+    counts and log-probabilities). `verdicts` holds one `QuoteVerdict` per quote, in the
+    answer's order (empty when there is no answer).
+    """
+
+    question: str
+    answer: GroundedAnswer | None
+    completions: tuple[Completion, ...]
+    verdicts: tuple[QuoteVerdict, ...]
+    errors: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when the model produced a valid answer (whatever its quotes' verdicts)."""
+        return self.answer is not None
+
+    @property
+    def completion(self) -> Completion:
+        """The reply the answer came from (or the last failed one)."""
+        return self.completions[-1]
+
+    @property
+    def n_verified(self) -> int:
+        """How many quotes were found in the sections."""
+        return sum(verdict.ok for verdict in self.verdicts)
+
+
+def grounding_messages(question: str, sections: Mapping[str, str]) -> list[Message]:
+    """The chat messages for a grounded answer: the instructions, then the sections and the question.
+
+    Each section is shown as "[section id]" followed by its text, in the order given.
+    """
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("question must be a non-empty string")
+    if not isinstance(sections, Mapping) or not sections:
+        raise ValueError("sections must be a non-empty mapping of section id to section text")
+    shown = "\n\n".join(f"[{section_id}]\n{text.strip()}" for section_id, text in sections.items())
+    user = f"Sections:\n\n{shown}\n\nQuestion: {question.strip()}"
+    return [{"role": "system", "content": GROUNDING_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def grounded_answer(
+    llm: LLM,
+    question: str,
+    sections: Mapping[str, str],
+    *,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    top_logprobs: int = 0,
+    max_gap: int = 400,
+) -> GroundingResult:
+    """Answer `question` from `sections` (section id -> text) with verified quotes.
+
+    The reply is a `GroundedAnswer` as JSON constrained by its schema and validated by
+    pydantic; an invalid or cut-off reply is retried once (`lib.structured.ask_structured`).
+    Quotes are then checked against `sections` with `verify_answer` (elisions allowed with
+    gaps up to `max_gap` characters). `top_logprobs` is passed to the model, for lessons
+    that read token probabilities of the answer.
+    """
+    messages = grounding_messages(question, sections)
+    result = ask_structured(llm, messages, GroundedAnswer, max_tokens=max_tokens, top_logprobs=top_logprobs)
+    verdicts: Sequence[QuoteVerdict] = ()
+    if result.value is not None:
+        verdicts = verify_answer(result.value, dict(sections), max_gap=max_gap)
+    return GroundingResult(question, result.value, result.completions, tuple(verdicts), result.errors)

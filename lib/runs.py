@@ -1,0 +1,258 @@
+"""Run a decider over a whole split once, save every decision, and read the results back.
+
+Notebooks 06-12 analyse decisions on thousands of messages; making them live would take
+hours, so `run_split` runs them once (setup/run_results.py) and saves one JSON line per
+message in data/results/{task}-{method}-{split}.jsonl. The file starts with a header line
+naming the model, backend, library versions, prompt fingerprint and settings that produced
+it. A run is resumable: it appends, and skips the rows already in the file, so an
+interrupted run continues where it stopped and ends with the same file as an uninterrupted
+one. A file written with another model or prompt is never mixed in: resuming it raises.
+
+`load_results` returns a DataFrame with text, label, pred, confidence, correct and the
+per-option probabilities, one row per message in split order.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from lib.decisions import (Decider, Decision, FullListDecider, IntentRetriever, LogRegDecider,
+                           NearestNeighbourDecider, ShortlistDecider, shortlist_probabilities)
+from lib.llm import library_versions
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
+TASKS = ("banking77", "clinc150")
+SPLITS = ("calibration", "test")
+METHODS = ("full", "shortlist", "knn", "embed-logreg")
+BATCH = 64
+"""Messages per batch for deciders that have `decide_many` (the baselines)."""
+_HEADER_CHECKED = ("task", "split", "method", "model", "fingerprint")
+
+
+def load_split(task: str, split: str) -> pd.DataFrame:
+    """The messages of a split (`text`, `label`), in a fixed order: BANKING77 calibration (770) or
+    test (3,080); CLINC150 calibration (850) or test (1,000), both with out-of-scope rows."""
+    from lib import datasets
+
+    loaders: dict[tuple[str, str], Callable[[], pd.DataFrame]] = {
+        ("banking77", "calibration"): datasets.banking77_calibration_split,
+        ("banking77", "test"): lambda: datasets.load_banking77("test"),
+        ("clinc150", "calibration"): datasets.clinc150_calibration_split,
+        ("clinc150", "test"): datasets.clinc150_test_split,
+    }
+    if (task, split) not in loaders:
+        raise ValueError(f"task must be one of {TASKS} and split one of {SPLITS}, got {task!r}, {split!r}")
+    return loaders[(task, split)]()[["text", "label"]].reset_index(drop=True)
+
+
+def training_pool(task: str) -> pd.DataFrame:
+    """Training messages outside the calibration split: what retrievers and baselines may use."""
+    from lib import datasets
+
+    pools = {"banking77": datasets.banking77_pool, "clinc150": datasets.clinc150_pool}
+    if task not in pools:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    return pools[task]()
+
+
+def make_decider(task: str, method: str, llm: Any = None, **options: Any) -> Decider:
+    """The decider used for the saved results: `method` on `task`, with the live model for LLM methods.
+
+    `options` go to the decider's constructor (e.g. n_orders=3 for the shortlist). CLINC150's
+    shortlist gets a "none of these" option, answered as out-of-scope.
+    """
+    from lib.grammar import load_label_groups
+
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    pool = training_pool(task)
+    if method == "embed-logreg":
+        return LogRegDecider(pool, **options)
+    retriever = IntentRetriever(pool)
+    if method == "knn":
+        return NearestNeighbourDecider(retriever, **options)
+    if llm is None:
+        from lib import get_llm
+        llm = get_llm()
+    if method == "full":
+        return FullListDecider(llm, load_label_groups(task), **options)
+    options.setdefault("none_option", task == "clinc150")
+    return ShortlistDecider(llm, retriever, load_label_groups(task), **options)
+
+
+def results_path(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> Path:
+    return Path(results_dir) / f"{task}-{method}-{split}.jsonl"
+
+
+def _model_identity(decider: Decider) -> dict[str, Any]:
+    """Which model produced the decisions: the LLM's identity, or MiniLM for the baselines."""
+    llm = getattr(decider, "llm", None)
+    if llm is None:
+        from lib.embeddings import EMBEDDING_MODEL
+        return {"model": EMBEDDING_MODEL, "backend": "local"}
+    config = getattr(llm, "config", None)
+    return {"model": llm.identity, "backend": config.backend if config is not None else llm.backend}
+
+
+def _read_lines(path: Path) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
+    """The header and the rows of a results file, dropping a last line cut short by a kill."""
+    if not path.is_file():
+        return None, {}
+    raw = path.read_bytes()
+    if raw and not raw.endswith(b"\n"):  # interrupted mid-line: cut the partial line off for good
+        raw = raw[: raw.rfind(b"\n") + 1]
+        with open(path, "r+b") as handle:
+            handle.truncate(len(raw))
+    header, rows = None, {}
+    for line in raw.decode("utf-8").splitlines():
+        if not line.strip():
+            continue
+        entry = json.loads(line)
+        if entry.get("kind") == "header":
+            header = entry
+        else:
+            rows[entry["i"]] = entry
+    return header, rows
+
+
+def decision_row(index: int, text: str, label: str, decision: Decision) -> dict[str, Any]:
+    """One compact JSON-ready line: the message, its gold label and the decision (as `pred`)."""
+    fields = asdict(decision)
+    fields["pred"] = fields.pop("label")
+    fields["seconds"] = round(decision.seconds, 4)
+    return {"kind": "row", "i": index, "text": text, "label": label, **fields,
+            "correct": decision.label == label}
+
+
+def run_split(task: str, split: str, method: str, *, decider: Decider | None = None, llm: Any = None,
+              limit: int | None = None, workers: int = 1, results_dir: Path = RESULTS_DIR,
+              progress: bool = True, **options: Any) -> Path:
+    """Decide every message of a split (or its first `limit`), appending to the results file.
+
+    Rows already in the file are skipped, so calling it again resumes. Deciders with a
+    `decide_many` method (the baselines) get BATCH messages at a time. `workers` > 1 sends
+    that many requests at once (for a server backend; the embedded model runs one at a
+    time); rows are still written in split order, so the file does not depend on it.
+    Returns the path of the results file.
+    """
+    frame = load_split(task, split)
+    if limit is not None:
+        frame = frame.iloc[:limit]
+    decider = decider or make_decider(task, method, llm, **options)
+    if workers > 1 and not decider.thread_safe:
+        raise ValueError(f"the {method} decider drives the embedded model, which runs one request at a time; "
+                         "use workers=1, or a server backend (WORKBOOK_BACKEND=openai) for concurrent requests")
+    path = results_path(task, split, method, results_dir)
+    header = {"kind": "header", "task": task, "split": split, "method": method, **_model_identity(decider),
+              "fingerprint": decider.fingerprint, "versions": library_versions(),
+              "date": datetime.date.today().isoformat(), "command":
+              f"python setup/run_results.py --task {task} --method {method} --split {split}"}
+    existing, done = _read_lines(path)
+    if existing is not None:
+        changed = {key: (existing.get(key), header[key]) for key in _HEADER_CHECKED if existing.get(key) != header[key]}
+        if changed:
+            raise ValueError(f"{path} was written with other settings {changed}; delete it to start again")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(header, ensure_ascii=False, sort_keys=True) + "\n")
+    todo = [i for i in range(len(frame)) if i not in done]
+    texts, labels = frame["text"].tolist(), frame["label"].tolist()
+    bar = _progress(len(frame), len(frame) - len(todo), f"{task} {method} {split}", progress)
+    with open(path, "a", encoding="utf-8") as handle:
+        def write(i: int, decision: Decision) -> None:
+            row = decision_row(i, texts[i], labels[i], decision)
+            handle.write(json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n")
+            handle.flush()
+            bar.update(1)
+
+        if hasattr(decider, "decide_many"):  # baselines: embed a batch at a time, save after each batch
+            for start in range(0, len(todo), BATCH):
+                batch = todo[start: start + BATCH]
+                for i, decision in zip(batch, decider.decide_many([texts[j] for j in batch])):
+                    write(i, decision)
+        elif workers <= 1:
+            for i in todo:
+                write(i, decider.decide(texts[i]))
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                for i, decision in zip(todo, pool.map(lambda j: decider.decide(texts[j]), todo)):
+                    write(i, decision)  # map yields in submission order
+        os.fsync(handle.fileno())
+    bar.close()
+    return path
+
+
+def _progress(total: int, initial: int, description: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=description, disable=not enabled, smoothing=0.05)
+
+
+def results_header(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> dict[str, Any]:
+    """The header of a results file: model, backend, versions, prompt fingerprint, date."""
+    header, _ = _read_lines(results_path(task, split, method, results_dir))
+    if header is None:
+        raise FileNotFoundError(_missing(task, split, method, results_dir))
+    return header
+
+
+def _missing(task: str, split: str, method: str, results_dir: Path) -> str:
+    return (f"{results_path(task, split, method, results_dir)} does not exist; produce it with "
+            f"`python setup/run_results.py --task {task} --method {method} --split {split}`")
+
+
+def load_results(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> pd.DataFrame:
+    """The saved decisions as a DataFrame, one row per message in split order.
+
+    Columns for every method: i, text, label, pred, code, confidence, correct,
+    off_label_mass, candidates, candidate_probs (np arrays), in_candidates (the gold label
+    was offered), seconds. Per step (full: group and intent; shortlist: option):
+    {step}_options and {step}_probs. Method details become columns too: full: p_group,
+    p_intent, three_token_share; shortlist: orders, order_probs, content_free,
+    letters_chosen, similarities, and probs_first, probs_permuted, probs_calibrated (each
+    aligned with candidates) with pred_/confidence_ for each; knn: similarity, margin.
+    """
+    path = results_path(task, split, method, results_dir)
+    _, rows = _read_lines(path)
+    if not rows:
+        raise FileNotFoundError(_missing(task, split, method, results_dir))
+    records = []
+    for i in sorted(rows):
+        row = dict(rows[i])
+        row.pop("kind")
+        for step in row.pop("steps"):
+            row[f"{step['name']}_options"] = list(step["options"])
+            row[f"{step['name']}_probs"] = np.asarray(step["probs"])
+        row.update(row.pop("details"))
+        row["candidate_probs"] = np.asarray(row["candidate_probs"])
+        row["in_candidates"] = row["label"] in row["candidates"]
+        if method == "shortlist":
+            row.update(_shortlist_variants(row))
+        records.append(row)
+    return pd.DataFrame.from_records(records)
+
+
+def _shortlist_variants(row: dict[str, Any]) -> dict[str, Any]:
+    """The shortlist decision before and after each position-bias correction."""
+    orders = np.asarray(row["order_probs"])
+    content_free = np.asarray(row["content_free"]) if row["content_free"] else None
+    variants = {"first": "none", "permuted": "permute", "calibrated": "calibrate"}
+    out: dict[str, Any] = {}
+    for name, debias in variants.items():
+        if debias == "calibrate" and content_free is None:
+            continue
+        probs = shortlist_probabilities(orders, content_free, debias)
+        best = int(np.argmax(probs))
+        out[f"probs_{name}"] = probs
+        out[f"pred_{name}"] = row["candidates"][best]
+        out[f"confidence_{name}"] = float(probs[best])
+    return out

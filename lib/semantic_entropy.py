@@ -1,0 +1,227 @@
+"""Semantic entropy: is the model unsure of *what* to say, not just of how to say it?
+
+Token probabilities mix two kinds of doubt: doubt about the meaning of an answer and
+doubt about its wording ("48 credits" vs "forty-eight credits"). Kuhn, Gal and Farquhar
+(2023, "Semantic Uncertainty", ICLR) separate them: sample several answers to the same
+question at temperature > 0, group the answers that mean the same thing, and take the
+entropy of the groups. Many samples in one group: the model knows what it thinks. Samples
+scattered over many groups: it is guessing, and its greedy answer is more often wrong.
+
+What is here:
+- `cluster_by_meaning`: the greedy clustering of Kuhn et al., with a pluggable test
+  "do these two answers mean the same?"; each new answer is compared with one
+  representative (the first member) of each existing cluster, which saves calls.
+- `bidirectional`: turns an `entails(a, b)` test into "a entails b and b entails a".
+- `LLMEntailment`: an `entails` test asked of a language model (yes/no next-token
+  probabilities), counting its calls and seconds so its cost can be reported.
+- `cluster_by_embedding`: the same clustering with cosine similarity >= a threshold.
+- `discrete_semantic_entropy`: entropy (in nats) of the cluster frequencies.
+- `rand_agreement`: how often two clusterings agree on "same cluster or not" for a pair.
+- `normalize_answer`, `matches_gold`: the rule that says whether a short answer is right.
+"""
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Sequence
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+SameMeaning = Callable[[str, str], bool]
+"""A test on two answer texts: True when they mean the same thing."""
+
+_NUMBER_WORDS = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+    "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
+    "thirteen": "13", "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17",
+    "eighteen": "18", "nineteen": "19", "twenty": "20", "thirty": "30", "forty": "40",
+    "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90",
+}
+_THOUSANDS_SEPARATOR = re.compile(r"(?<=\d),(?=\d{3}\b)")
+_NOT_WORD = re.compile(r"[^a-z0-9.+]+")
+
+
+def normalize_answer(text: str) -> str:
+    """A short answer reduced to what should decide whether it matches another.
+
+    Lower case, NFKC (so full-width digits and ligatures become plain), thousands
+    separators dropped ("1,200" -> "1200"), number words up to ninety-nine written as
+    digits ("three" -> "3", "thirty-six" -> "36"), every run of other characters (punctuation, hyphens, spaces) a single space.
+    Dots and "+" are kept because they carry meaning in "3.0", "Room 4.112" and "B+";
+    a dot that ends the answer is dropped.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, got {type(text).__name__}")
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = _THOUSANDS_SEPARATOR.sub("", text)
+    words: list[str] = []
+    previous_was_tens = False
+    for word in _NOT_WORD.sub(" ", text).split():
+        word = word.strip(".")
+        if not word:
+            continue
+        number = _NUMBER_WORDS.get(word)
+        if previous_was_tens and number is not None and len(number) == 1:
+            words[-1] = words[-1][0] + number  # "thirty six" -> "36"
+            previous_was_tens = False
+            continue
+        previous_was_tens = number is not None and len(number) == 2 and number.endswith("0") and number != "10"
+        words.append(number or word)
+    return " ".join(words)
+
+
+def matches_gold(answer: str, gold: str) -> bool:
+    """True when the normalised gold answer occurs in the normalised answer, as whole words.
+
+    The rule behind "the greedy answer is right": "48 credits in total" matches gold
+    "48 credits"; "1200" matches "1,200"; "3 weeks" matches "three weeks"; "148 credits"
+    does not match "48 credits" (whole words only). It is strict in one way that matters:
+    an answer that says the same in other words ("at least four" vs "four or more") counts
+    as wrong. An empty gold answer raises ValueError.
+    """
+    gold_words = normalize_answer(gold)
+    if not gold_words:
+        raise ValueError(f"gold answer {gold!r} is empty after normalisation")
+    return f" {gold_words} " in f" {normalize_answer(answer)} "
+
+
+def cluster_by_meaning(answers: Sequence[str], same_meaning: SameMeaning) -> list[int]:
+    """Cluster ids (0, 1, 2, ... in order of first appearance), one per answer.
+
+    Each answer is compared with the first member (the representative) of each cluster
+    so far, in cluster order, and joins the first cluster whose representative means the
+    same; otherwise it starts a new cluster. Answers whose normalised text is identical
+    join without a call to `same_meaning`: no model is needed to see that "48 credits"
+    and "48 credits." agree. With n answers in c clusters this makes at most n * c calls.
+    """
+    representatives: list[str] = []
+    cluster_ids: list[int] = []
+    for answer in answers:
+        for cluster, representative in enumerate(representatives):
+            if normalize_answer(answer) == normalize_answer(representative) or same_meaning(representative, answer):
+                cluster_ids.append(cluster)
+                break
+        else:
+            cluster_ids.append(len(representatives))
+            representatives.append(answer)
+    return cluster_ids
+
+
+def bidirectional(entails: SameMeaning) -> SameMeaning:
+    """"Same meaning" as entailment both ways: entails(a, b) and entails(b, a).
+
+    One-way entailment is not enough: "in 2019" entails "in the 2010s" but not the
+    reverse, and they are different answers. The second call is skipped when the first
+    says no.
+    """
+    def same_meaning(first: str, second: str) -> bool:
+        return entails(first, second) and entails(second, first)
+
+    return same_meaning
+
+
+class LLMEntailment:
+    """`entails(a, b)` for answers to one question, decided by a language model.
+
+    Asks: given the question, does answer A imply answer B? and compares the model's
+    next-token probabilities of "yes" and "no" (one forward pass, no generation).
+    `calls` and `seconds` add up every call made, so the cost of clustering can be
+    reported next to the cost of sampling.
+
+    llm: anything with `next_token_logprobs(messages, score_tokens=...)` (see `lib.llm`).
+    question: the question both answers reply to; it decides what "the same" means.
+    """
+
+    SYSTEM = ("You compare two short answers to the same question. Reply yes if answer A "
+              "states or implies everything that answer B says, otherwise no. "
+              "Reply with one word: yes or no.")
+
+    def __init__(self, llm: Any, question: str) -> None:
+        self.llm = llm
+        self.question = question
+        self.calls = 0
+        self.seconds = 0.0
+
+    def messages(self, first: str, second: str) -> list[dict[str, str]]:
+        """The chat sent to the model for the pair (first, second)."""
+        prompt = f"Question: {self.question}\nAnswer A: {first}\nAnswer B: {second}\nDoes answer A imply answer B?"
+        return [{"role": "system", "content": self.SYSTEM}, {"role": "user", "content": prompt}]
+
+    def __call__(self, first: str, second: str) -> bool:
+        result = self.llm.next_token_logprobs(self.messages(first, second), top_k=0,
+                                              score_tokens=("yes", "no"))
+        self.calls += 1
+        self.seconds += result.seconds
+        return result.scores["yes"] > result.scores["no"]
+
+
+def cluster_by_embedding(vectors: np.ndarray, threshold: float) -> list[int]:
+    """`cluster_by_meaning` with "same meaning" = cosine similarity >= `threshold`.
+
+    vectors: shape (n, dim), one embedding per answer (rows need not be unit length).
+    Each answer is compared with each cluster's first member, as in `cluster_by_meaning`;
+    identical vectors always agree. No exact-text shortcut is needed here: identical texts
+    have identical embeddings.
+    """
+    array = np.asarray(vectors, dtype=np.float64)
+    if array.ndim != 2:
+        raise ValueError(f"vectors must have shape (n, dim), got {array.shape}")
+    if not -1.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold is a cosine similarity, so it lies in [-1, 1]; got {threshold}")
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise ValueError("vectors contains an all-zero row, whose cosine similarity is undefined")
+    unit = array / norms
+    representatives: list[int] = []
+    cluster_ids: list[int] = []
+    for row in range(len(unit)):
+        for cluster, representative in enumerate(representatives):
+            if float(unit[row] @ unit[representative]) >= threshold:
+                cluster_ids.append(cluster)
+                break
+        else:
+            cluster_ids.append(len(representatives))
+            representatives.append(row)
+    return cluster_ids
+
+
+def discrete_semantic_entropy(cluster_ids: Sequence[int]) -> float:
+    """Entropy in nats of the cluster frequencies: -sum p_c log p_c with p_c = n_c / n.
+
+    This is the "discrete" variant of Kuhn et al. (2023), which needs no token
+    probabilities: p_c is the share of sampled answers in cluster c. All answers in one
+    cluster give 0; n answers in n different clusters give log(n), the most possible.
+    """
+    if len(cluster_ids) == 0:
+        raise ValueError("cluster_ids is empty; need at least one sampled answer")
+    counts = np.array(list(Counter(cluster_ids).values()), dtype=np.float64)
+    shares = counts / counts.sum()
+    return float(-(shares * np.log(shares)).sum()) + 0.0
+
+
+def rand_agreement(first: Sequence[int], second: Sequence[int]) -> float:
+    """Share of answer pairs on which two clusterings agree (the Rand index).
+
+    For every pair of answers, each clustering says "same cluster" or "different
+    clusters"; this is the share of pairs where both say the same. Cluster ids need not
+    match between the two (they are only compared within one clustering). With fewer than
+    two answers there is no pair, and the result is 1.0.
+    """
+    if len(first) != len(second):
+        raise ValueError(f"the clusterings cover {len(first)} and {len(second)} answers; they must cover the same answers")
+    pairs = list(combinations(range(len(first)), 2))
+    if not pairs:
+        return 1.0
+    agree = sum((first[i] == first[j]) == (second[i] == second[j]) for i, j in pairs)
+    return agree / len(pairs)
+
+
+def max_entropy(n: int) -> float:
+    """log(n): the entropy when n answers fall in n different clusters."""
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    return math.log(n)

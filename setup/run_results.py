@@ -1,0 +1,63 @@
+"""Produce (or resume) the saved decision results under data/results/.
+
+    python setup/run_results.py                       # every run, in the shipped order
+    python setup/run_results.py --task banking77 --method full --split test
+    python setup/run_results.py --method knn --limit 50
+
+Each (task, method, split) appends to data/results/{task}-{method}-{split}.jsonl and skips
+the messages already there, so an interrupted run resumes where it stopped. LLM methods use
+the live model (WORKBOOK_MODE is forced to live: results files are their own record). With a
+server backend (WORKBOOK_BACKEND=openai), --workers N sends N requests at once.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+RUNS = [  # (task, method, split), cheapest first
+    *[(task, method, split) for method in ("knn", "embed-logreg") for task in ("banking77", "clinc150")
+      for split in ("calibration", "test")],
+    ("banking77", "full", "calibration"), ("banking77", "full", "test"),
+    ("banking77", "shortlist", "calibration"), ("banking77", "shortlist", "test"),
+    ("clinc150", "shortlist", "calibration"), ("clinc150", "shortlist", "test"),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", choices=["banking77", "clinc150"], help="only this task")
+    parser.add_argument("--method", choices=["full", "shortlist", "knn", "embed-logreg"], help="only this method")
+    parser.add_argument("--split", choices=["calibration", "test"], help="only this split")
+    parser.add_argument("--limit", type=int, help="only the first LIMIT messages of each split")
+    parser.add_argument("--workers", type=int, default=1, help="concurrent requests (server backend only)")
+    parser.add_argument("--threads", type=int, help="CPU threads of the embedded model (default: all); on a "
+                        "machine busy with other work, 1 thread avoids llama.cpp's threads waiting on each other")
+    args = parser.parse_args()
+    os.environ["WORKBOOK_MODE"] = "live"
+
+    from lib.runs import load_results, run_split
+
+    from lib.llm import BackendConfig, EmbeddedLLM
+
+    if args.threads is not None and BackendConfig.from_environment().backend != "embedded":
+        parser.error("--threads applies to the embedded model only")
+    llm = None
+    selected = [run for run in RUNS if (args.task in (None, run[0]) and args.method in (None, run[1])
+                                        and args.split in (None, run[2]))]
+    if not selected:
+        parser.error("no shipped run matches these options")
+    for task, method, split in selected:
+        if args.threads is not None and llm is None and method in ("full", "shortlist"):
+            llm = EmbeddedLLM(n_threads=args.threads)  # the same live model, with the thread count chosen
+        path = run_split(task, split, method, llm=llm, limit=args.limit, workers=args.workers)
+        frame = load_results(task, split, method)
+        print(f"{path.name}: {len(frame)} rows, accuracy {frame['correct'].mean():.3f}, "
+              f"median {frame['seconds'].median():.2f} s/message", flush=True)
+
+
+if __name__ == "__main__":
+    main()

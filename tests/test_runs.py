@@ -1,0 +1,139 @@
+"""Saved runs: resumable, independent of interruptions and workers, and readable as a DataFrame."""
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from lib.decisions import Decision, Step
+from lib.runs import load_results, load_split, results_header, results_path, run_split
+
+
+class FakeDecider:
+    """Deterministic decisions from the text alone: fast, and the same in every run."""
+
+    method = "full"
+    fingerprint = "fake-1"
+    thread_safe = True
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.calls = 0
+        self.fail_after = fail_after
+        self._lock = threading.Lock()
+
+    def decide(self, text: str) -> Decision:
+        with self._lock:
+            self.calls += 1
+            if self.fail_after is not None and self.calls > self.fail_after:
+                raise KeyboardInterrupt("simulated kill")
+        labels = ("card_arrival", "card_linking", "activate_my_card")
+        first = len(text) % 3
+        probs = (0.5, 0.3, 0.2)
+        order = tuple(labels[(first + j) % 3] for j in range(3))
+        step = Step("intent", ("A", "B", "C"), probs, 0.01)
+        return Decision(label=order[0], code="A-A", confidence=0.5, steps=(step,), off_label_mass=0.01,
+                        candidates=order, candidate_probs=probs, seconds=0.0, details={"p_group": 1.0})
+
+
+def _rows(path):
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    header = {k: v for k, v in lines[0].items() if k != "date"}
+    return header, lines[1:]
+
+
+def test_interrupted_then_resumed_run_equals_uninterrupted(tmp_path):
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=60, results_dir=whole,
+              progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        run_split("banking77", "calibration", "full", decider=FakeDecider(fail_after=25), limit=60,
+                  results_dir=parts, progress=False)
+    path = results_path("banking77", "calibration", "full", parts)
+    with open(path, "a", encoding="utf-8") as handle:  # a line cut short by the kill
+        handle.write('{"kind": "row", "i": 25, "te')
+    resumed = FakeDecider()
+    run_split("banking77", "calibration", "full", decider=resumed, limit=60, results_dir=parts, progress=False)
+    assert resumed.calls == 35  # only the rows not yet saved
+    assert _rows(path) == _rows(results_path("banking77", "calibration", "full", whole))
+
+
+def test_workers_write_the_same_file(tmp_path):
+    one, many = tmp_path / "one", tmp_path / "many"
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=40, results_dir=one, progress=False)
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=40, results_dir=many,
+              workers=4, progress=False)
+    assert _rows(results_path("banking77", "calibration", "full", one)) == \
+        _rows(results_path("banking77", "calibration", "full", many))
+
+
+def test_resuming_with_another_prompt_raises(tmp_path):
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=3, results_dir=tmp_path,
+              progress=False)
+    changed = FakeDecider()
+    changed.fingerprint = "fake-2"
+    with pytest.raises(ValueError, match="other settings"):
+        run_split("banking77", "calibration", "full", decider=changed, limit=5, results_dir=tmp_path,
+                  progress=False)
+
+
+def test_embedded_decider_refuses_workers(tmp_path):
+    decider = FakeDecider()
+    decider.thread_safe = False
+    with pytest.raises(ValueError, match="one request at a time"):
+        run_split("banking77", "calibration", "full", decider=decider, limit=3, workers=2, results_dir=tmp_path,
+                  progress=False)
+
+
+def test_load_results_columns(tmp_path):
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=10, results_dir=tmp_path,
+              progress=False)
+    frame = load_results("banking77", "calibration", "full", tmp_path)
+    split = load_split("banking77", "calibration")
+    assert list(frame["i"]) == list(range(10))
+    assert list(frame["text"]) == list(split["text"][:10])
+    assert list(frame["label"]) == list(split["label"][:10])
+    for column in ("pred", "confidence", "correct", "candidates", "candidate_probs", "intent_probs",
+                   "intent_options", "p_group", "in_candidates", "off_label_mass"):
+        assert column in frame.columns
+    assert (frame["correct"] == (frame["pred"] == frame["label"])).all()
+    assert np.allclose(frame["intent_probs"].iloc[0], [0.5, 0.3, 0.2])
+    assert results_header("banking77", "calibration", "full", tmp_path)["fingerprint"] == "fake-1"
+
+
+def test_missing_results_say_how_to_make_them(tmp_path):
+    with pytest.raises(FileNotFoundError, match="run_results.py --task clinc150 --method knn --split test"):
+        load_results("clinc150", "test", "knn", tmp_path)
+
+
+def test_shortlist_variants_from_saved_probabilities(tmp_path):
+    class Shortlist(FakeDecider):
+        method = "shortlist"
+
+        def decide(self, text: str) -> Decision:
+            candidates = ("card_arrival", "card_linking")
+            step = Step("option", candidates, (0.4, 0.6), 0.0)
+            return Decision(label="card_linking", code="B", confidence=0.6, steps=(step,), off_label_mass=0.0,
+                            candidates=candidates, candidate_probs=(0.4, 0.6), seconds=0.0,
+                            details={"orders": [[0, 1], [1, 0]], "order_probs": [[0.2, 0.8], [0.6, 0.4]],
+                                     "content_free": [[0.1, 0.9], [0.5, 0.5]]})
+
+    run_split("banking77", "calibration", "shortlist", decider=Shortlist(), limit=2, results_dir=tmp_path,
+              progress=False)
+    row = load_results("banking77", "calibration", "shortlist", tmp_path).iloc[0]
+    assert row["pred_first"] == "card_linking"
+    assert np.allclose(row["probs_permuted"], [0.4, 0.6])
+    assert row["pred_calibrated"] == "card_arrival"  # the prior for B explained its lead away
+
+
+def test_batched_deciders_write_the_same_file(tmp_path):
+    class Batched(FakeDecider):
+        def decide_many(self, texts):
+            return [self.decide(text) for text in texts]
+
+    one, batched = tmp_path / "one", tmp_path / "batched"
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=70, results_dir=one, progress=False)
+    run_split("banking77", "calibration", "full", decider=Batched(), limit=70, results_dir=batched, progress=False)
+    assert _rows(results_path("banking77", "calibration", "full", one)) == \
+        _rows(results_path("banking77", "calibration", "full", batched))
