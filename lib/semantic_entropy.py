@@ -98,16 +98,24 @@ def cluster_by_meaning(answers: Sequence[str], same_meaning: SameMeaning) -> lis
     join without a call to `same_meaning`: no model is needed to see that "48 credits"
     and "48 credits." agree. With n answers in c clusters this makes at most n * c calls.
     """
-    representatives: list[str] = []
+    return _cluster_against_representatives(
+        list(answers),
+        lambda representative, answer: (normalize_answer(answer) == normalize_answer(representative)
+                                        or same_meaning(representative, answer)))
+
+
+def _cluster_against_representatives(items: Sequence, same: Callable[[Any, Any], bool]) -> list[int]:
+    """Each item joins the first cluster whose first member is `same` as it, else starts a new one."""
+    representatives: list = []
     cluster_ids: list[int] = []
-    for answer in answers:
+    for item in items:
         for cluster, representative in enumerate(representatives):
-            if normalize_answer(answer) == normalize_answer(representative) or same_meaning(representative, answer):
+            if same(representative, item):
                 cluster_ids.append(cluster)
                 break
         else:
             cluster_ids.append(len(representatives))
-            representatives.append(answer)
+            representatives.append(item)
     return cluster_ids
 
 
@@ -176,17 +184,8 @@ def cluster_by_embedding(vectors: np.ndarray, threshold: float) -> list[int]:
     if (norms == 0).any():
         raise ValueError("vectors contains an all-zero row, whose cosine similarity is undefined")
     unit = array / norms
-    representatives: list[int] = []
-    cluster_ids: list[int] = []
-    for row in range(len(unit)):
-        for cluster, representative in enumerate(representatives):
-            if float(unit[row] @ unit[representative]) >= threshold:
-                cluster_ids.append(cluster)
-                break
-        else:
-            cluster_ids.append(len(representatives))
-            representatives.append(row)
-    return cluster_ids
+    return _cluster_against_representatives(
+        list(range(len(unit))), lambda representative, row: float(unit[row] @ unit[representative]) >= threshold)
 
 
 def discrete_semantic_entropy(cluster_ids: Sequence[int]) -> float:
