@@ -43,8 +43,15 @@ def current_mode() -> str:
 
 
 def request_key(identity: str, method: str, request: dict[str, Any]) -> str:
-    """The recording key: model identity + method + every argument of the request."""
-    return fingerprint({"model": identity, "method": method, "request": request})
+    """The recording key: model identity + method + every argument of the request.
+
+    A JSON schema's property order changes the grammar (and so the answer) although the
+    schema compares equal as a dict, so its text in order is part of the key.
+    """
+    payload = {"model": identity, "method": method, "request": request}
+    if request.get("json_schema") is not None:
+        payload["json_schema_in_order"] = json.dumps(request["json_schema"], ensure_ascii=False)
+    return fingerprint(payload)
 
 
 # Answers are frozen dataclasses; JSON turns their tuples into lists, so decode rebuilds them.
@@ -135,7 +142,8 @@ class RecordingStore:
         lines.append(entry)
         with open(self.path, "a", encoding="utf-8") as handle:
             for line in lines:
-                handle.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
+                # Key order is kept: a JSON schema's property order shapes the grammar built from it.
+                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
 
     def _compact(self, request: dict[str, Any], new_lines: list[dict]) -> dict[str, Any]:
         """Replace long message texts by {"sha": ...}, queueing each new text once."""

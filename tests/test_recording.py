@@ -90,3 +90,11 @@ def test_modes_are_validated(monkeypatch, tmp_path) -> None:
         RecordedLLM(CONFIG, _no_backend, None, "replay")
     with pytest.raises(ValueError, match="plain file name"):
         RecordingStore("../escape", folder=tmp_path)
+
+
+def test_schema_property_order_is_part_of_the_key() -> None:
+    request = {"messages": [{"role": "user", "content": "hi"}], "json_schema": None}
+    ab = {**request, "json_schema": {"properties": {"a": {"type": "string"}, "b": {"type": "string"}}}}
+    ba = {**request, "json_schema": {"properties": {"b": {"type": "string"}, "a": {"type": "string"}}}}
+    assert ab == ba  # equal as dicts, but they make different grammars
+    assert request_key("embedded:x", "chat", ab) != request_key("embedded:x", "chat", ba)
