@@ -32,6 +32,8 @@ RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
 TASKS = ("banking77", "clinc150")
 SPLITS = ("calibration", "test")
 METHODS = ("full", "shortlist", "knn", "embed-logreg")
+ORDER_SEED = 2024
+"""Seed of the order in which runs visit a split's messages (see `processing_order`)."""
 BATCH = 64
 """Messages per batch for deciders that have `decide_many` (the baselines)."""
 _HEADER_CHECKED = ("task", "split", "method", "model", "fingerprint")
@@ -135,17 +137,21 @@ def decision_row(index: int, text: str, label: str, decision: Decision) -> dict[
 def run_split(task: str, split: str, method: str, *, decider: Decider | None = None, llm: Any = None,
               limit: int | None = None, workers: int = 1, results_dir: Path = RESULTS_DIR,
               progress: bool = True, **options: Any) -> Path:
-    """Decide every message of a split (or its first `limit`), appending to the results file.
+    """Decide every message of a split (or `limit` of them), appending to the results file.
 
-    Rows already in the file are skipped, so calling it again resumes. Deciders with a
+    Messages are decided in a fixed random order (`processing_order`), so a run stopped
+    early, or one given a `limit`, holds a uniform random sample of the split rather than
+    its first labels (the BANKING77 test file is sorted by label). Rows already in the file
+    are skipped, so calling it again resumes. Deciders with a
     `decide_many` method (the baselines) get BATCH messages at a time. `workers` > 1 sends
     that many requests at once (for a server backend; the embedded model runs one at a
-    time); rows are still written in split order, so the file does not depend on it.
+    time); rows are still written in processing order, so the file does not depend on it.
     Returns the path of the results file.
     """
     frame = load_split(task, split)
+    order = processing_order(len(frame))
     if limit is not None:
-        frame = frame.iloc[:limit]
+        order = order[:limit]
     decider = decider or make_decider(task, method, llm, **options)
     if workers > 1 and not decider.thread_safe:
         raise ValueError(f"the {method} decider drives the embedded model, which runs one request at a time; "
@@ -164,9 +170,9 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(json.dumps(header, ensure_ascii=False, sort_keys=True) + "\n")
-    todo = [i for i in range(len(frame)) if i not in done]
+    todo = [i for i in order if i not in done]
     texts, labels = frame["text"].tolist(), frame["label"].tolist()
-    bar = _progress(len(frame), len(frame) - len(todo), f"{task} {method} {split}", progress)
+    bar = _progress(len(order), len(order) - len(todo), f"{task} {method} {split}", progress)
     with open(path, "a", encoding="utf-8") as handle:
         def write(i: int, decision: Decision) -> None:
             row = decision_row(i, texts[i], labels[i], decision)
@@ -189,6 +195,18 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
         os.fsync(handle.fileno())
     bar.close()
     return path
+
+
+def processing_order(n_messages: int, seed: int = ORDER_SEED) -> list[int]:
+    """The order in which `run_split` decides a split's messages: a seeded permutation of
+    range(n_messages), the same on every machine, so any prefix of it is a random sample."""
+    return [int(i) for i in np.random.default_rng(seed).permutation(n_messages)]
+
+
+def run_progress(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> tuple[int, int]:
+    """(messages decided, messages in the split) for a results file; (0, n) when it does not exist."""
+    _, rows = _read_lines(results_path(task, split, method, results_dir))
+    return len(rows), len(load_split(task, split))
 
 
 def _progress(total: int, initial: int, description: str, enabled: bool):

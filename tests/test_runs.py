@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from lib.decisions import Decision, Step
-from lib.runs import load_results, load_split, results_header, results_path, run_split
+from lib.runs import (load_results, load_split, processing_order, results_header, results_path, run_progress,
+                      run_split)
 
 
 class FakeDecider:
@@ -91,9 +92,10 @@ def test_load_results_columns(tmp_path):
               progress=False)
     frame = load_results("banking77", "calibration", "full", tmp_path)
     split = load_split("banking77", "calibration")
-    assert list(frame["i"]) == list(range(10))
-    assert list(frame["text"]) == list(split["text"][:10])
-    assert list(frame["label"]) == list(split["label"][:10])
+    chosen = sorted(processing_order(len(split))[:10])
+    assert list(frame["i"]) == chosen  # rows come back in split order
+    assert list(frame["text"]) == list(split["text"][chosen])
+    assert list(frame["label"]) == list(split["label"][chosen])
     for column in ("pred", "confidence", "correct", "candidates", "candidate_probs", "intent_probs",
                    "intent_options", "p_group", "in_candidates", "off_label_mass"):
         assert column in frame.columns
@@ -137,3 +139,12 @@ def test_batched_deciders_write_the_same_file(tmp_path):
     run_split("banking77", "calibration", "full", decider=Batched(), limit=70, results_dir=batched, progress=False)
     assert _rows(results_path("banking77", "calibration", "full", one)) == \
         _rows(results_path("banking77", "calibration", "full", batched))
+
+
+def test_a_limited_run_is_a_seeded_random_sample(tmp_path):
+    run_split("banking77", "test", "full", decider=FakeDecider(), limit=40, results_dir=tmp_path, progress=False)
+    frame = load_results("banking77", "test", "full", results_dir=tmp_path)
+    assert sorted(frame["i"]) == sorted(processing_order(3080)[:40])
+    assert frame["label"].nunique() > 20  # the test file is sorted by label: a prefix would hold one or two
+    assert run_progress("banking77", "test", "full", results_dir=tmp_path) == (40, 3080)
+    assert processing_order(3080) == processing_order(3080)
