@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NB ?=
 
-.PHONY: setup run test record results lab bench drift clean
+.PHONY: setup run test record refresh results lab bench drift clean
 
 setup:
 	@bash setup/install.sh
@@ -15,6 +15,9 @@ test: setup           ## unit tests of lib + nbval on every notebook in replay m
 
 record: setup         ## re-record notebooks (all, or NB=05-grammars) and rewrite their outputs
 	$(PY) setup/run_notebooks.py --record --only "$(NB)"
+
+refresh: setup        ## rewrite notebook outputs from recordings and the current data/results (no model)
+	$(PY) setup/run_notebooks.py --refresh --only "$(NB)"
 
 results: setup       ## run or resume the saved BANKING77 / CLINC150 runs (hours on 2 cores; resumable)
 	$(PY) setup/run_results.py

@@ -165,6 +165,39 @@ class _Steps:
         return log_softmax(self._backend._last_logits())
 
 
+def _distributions_sharing_a_prefix(backend: EmbeddedLLM, requests: Sequence[list[Message]],
+                                    reserve: int) -> list[np.ndarray]:
+    """Next-token log-probabilities for requests that differ only at the end of their last message.
+
+    The tokens every request shares (after the backend's cached prefix) are evaluated once,
+    then each request's own tail; the shortlist asks its options with the customer message
+    and again with the content-free message, so this halves its cost. The split depends only
+    on the requests, never on what was asked before, so the numbers are reproducible.
+    """
+    encoded = [backend._prompt_ids(messages, "") for messages in requests]
+    for ids, _ in encoded:
+        if len(ids) + reserve > backend.n_ctx:
+            raise ValueError(f"the prompt has {len(ids)} tokens and {reserve} more were asked for, "
+                             f"but the context holds {backend.n_ctx}")
+    first, shared = encoded[0]
+    common = min(len(ids) for ids, _ in encoded) - 1  # every request keeps at least its last token
+    for ids, _ in encoded[1:]:
+        common = next((i for i in range(common) if ids[i] != first[i]), common)
+    if common <= shared or len(encoded) == 1:
+        distributions = []
+        for ids, own_shared in encoded:
+            backend._evaluate(ids, own_shared, reserve=reserve)
+            distributions.append(log_softmax(backend._last_logits()))
+        return distributions
+    backend._evaluate(first[:common], shared, reserve=reserve)
+    distributions = []
+    for ids, _ in encoded:
+        backend._llama.n_tokens = common
+        backend._llama.eval(ids[common:])
+        distributions.append(log_softmax(backend._last_logits()))
+    return distributions
+
+
 def _fit_to_context(backend: EmbeddedLLM | None, messages: list[Message], reserve: int) -> list[Message]:
     """Shorten the last message until the prompt fits the embedded model's context."""
     if backend is None:
@@ -580,22 +613,24 @@ class ShortlistDecider:
 
     # -- scoring
 
-    def _option_probs(self, shown: Sequence[str], text: str) -> tuple[np.ndarray, float]:
-        """Renormalised probabilities of the shown options (in shown order) and the off-label mass."""
-        messages = _fit_to_context(self._backend, self.messages(shown, text), reserve=32)
+    def _option_probs(self, shown: Sequence[str], texts: Sequence[str]) -> list[tuple[np.ndarray, float]]:
+        """For each message in `texts`, asked with the same `shown` options: the renormalised
+        probabilities of the options (in shown order) and the off-label mass."""
+        requests = [_fit_to_context(self._backend, self.messages(shown, text), reserve=32) for text in texts]
         if self.answer == "names":
-            return self._name_probs(shown, messages)
+            return [self._name_probs(shown, messages) for messages in requests]
         allowed = letters(len(shown))
-        if self._backend is not None:
-            scored = allowed + [f" {letter}" for letter in allowed]
-            answer = self.llm.next_token_logprobs(messages, top_k=0, score_tokens=scored)
-            candidates = list(answer.scores.items())
+        if self._backend is not None:  # the options are evaluated once for all the messages
+            candidate_lists = [_letter_candidates(self._backend, logprobs, allowed)
+                               for logprobs in _distributions_sharing_a_prefix(self._backend, requests, reserve=32)]
         else:
-            candidates = list(self.llm.next_token_logprobs(messages, top_k=self.top_logprobs).top)
-        probs, off = renormalize(candidates, allowed)
-        if not probs:
-            return np.full(len(shown), 1.0 / len(shown)), 1.0
-        return _aligned(probs, allowed), off
+            candidate_lists = [list(self.llm.next_token_logprobs(messages, top_k=self.top_logprobs).top)
+                               for messages in requests]
+        results = []
+        for candidates in candidate_lists:
+            probs, off = renormalize(candidates, allowed)
+            results.append((_aligned(probs, allowed), off) if probs else (np.full(len(shown), 1.0 / len(shown)), 1.0))
+        return results
 
     def _name_probs(self, shown: Sequence[str], messages: list[Message]) -> tuple[np.ndarray, float]:
         backend = self._backend
@@ -622,12 +657,13 @@ class ShortlistDecider:
         order_probs, content_free, offs, chosen = [], [], [], []
         for order in orders:
             shown = [candidates[i] for i in order]
-            probs, off = self._option_probs(shown, message)
+            scored = self._option_probs(shown, [message, CONTENT_FREE_MESSAGE] if self.calibrate else [message])
+            probs, off = scored[0]
             order_probs.append(_unshuffle(probs, order))
             offs.append(off)
             chosen.append(letters(len(shown))[int(np.argmax(probs))])
             if self.calibrate:
-                content_free.append(_unshuffle(self._option_probs(shown, CONTENT_FREE_MESSAGE)[0], order))
+                content_free.append(_unshuffle(scored[1][0], order))
         final = shortlist_probabilities(np.array(order_probs), np.array(content_free) if content_free else None,
                                         self.debias)
         best = int(np.argmax(final))

@@ -2,10 +2,13 @@
 
     python setup/run_notebooks.py                 # live: executed copies go to build/
     python setup/run_notebooks.py --record        # record: outputs and recordings are rewritten in place
+    python setup/run_notebooks.py --refresh       # replay: outputs rewritten in place from the recordings
+                                                  # and the current data/results (no model is loaded)
     python setup/run_notebooks.py --only 00-setup # one notebook (name prefix)
 
 The mode reaches the notebooks through WORKBOOK_MODE; the committed notebooks are only
-written in record mode, which is how their stored outputs and recordings are produced.
+written in record mode, which is how their stored outputs and recordings are produced, or in
+refresh mode, which updates the outputs after data/results/ has grown without calling the model.
 """
 from __future__ import annotations
 
@@ -42,19 +45,22 @@ def run_one(path: Path, target: Path, timeout: int) -> tuple[bool, float, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--record", action="store_true", help="WORKBOOK_MODE=record, write outputs in place")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--record", action="store_true", help="WORKBOOK_MODE=record, write outputs in place")
+    modes.add_argument("--refresh", action="store_true", help="WORKBOOK_MODE=replay, write outputs in place")
     parser.add_argument("--only", default="", help="run only notebooks whose name starts with this")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds allowed per cell")
     args = parser.parse_args()
-    os.environ["WORKBOOK_MODE"] = "record" if args.record else "live"
+    os.environ["WORKBOOK_MODE"] = "record" if args.record else "replay" if args.refresh else "live"
+    in_place = args.record or args.refresh
     paths = sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]-*.ipynb") if p.name.startswith(args.only))
     if not paths:
         print(f"no notebooks match {args.only!r} in {NOTEBOOKS}", file=sys.stderr)
         return 2
-    print(f"mode: {os.environ['WORKBOOK_MODE']}; executed copies in {'notebooks/' if args.record else 'build/'}")
+    print(f"mode: {os.environ['WORKBOOK_MODE']}; executed copies in {'notebooks/' if in_place else 'build/'}")
     rows = []
     for path in paths:
-        target = path if args.record else BUILD / path.name
+        target = path if in_place else BUILD / path.name
         print(f"  running {path.name} ...", flush=True)
         ok, seconds, error = run_one(path, target, args.timeout)
         rows.append((path.name, seconds, ok, error))
