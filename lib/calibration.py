@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -39,6 +40,9 @@ __all__ = [
     "bootstrap_interval",
     "TemperatureScaling",
     "TwoStepTemperatureScaling",
+    "OptionScores",
+    "option_scores",
+    "ResultsTemperatureScaling",
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
     "PlattCalibrator",
@@ -475,6 +479,141 @@ class TwoStepTemperatureScaling:
                 f"got {group_confidence.size} and {intent_confidence.size}"
             )
         return group_confidence * intent_confidence
+
+
+# ---------------------------------------------------------------------------
+# Temperature scaling of saved decision results (lib.runs.load_results frames)
+# ---------------------------------------------------------------------------
+
+_LOG_FLOOR = 1e-12
+"""Smallest probability taken to a log: an option the model gave probability 0 stays finite."""
+
+
+@dataclass(frozen=True)
+class OptionScores:
+    """One decision step of a results frame, ready for :class:`TemperatureScaling`.
+
+    logprobs: per message, a 1-D array of scores of the options offered at this step (log
+        probabilities; for ``knn`` the cosine similarities, which softmax treats the same way).
+    labels: shape (n,), index of the right option per message, -1 where the right answer was
+        not among the options (such rows cannot be used to fit).
+    chosen: shape (n,), index of the option the decider chose per message.
+    """
+
+    step: str
+    logprobs: list[np.ndarray]
+    labels: np.ndarray
+    chosen: np.ndarray
+
+
+def _index_or_minus_one(options: Sequence[str], item: str) -> int:
+    return list(options).index(item) if item in options else -1
+
+
+def option_scores(results: pd.DataFrame, method: str, label_groups: Any = None) -> list[OptionScores]:
+    """The per-step option scores of a saved results frame, one :class:`OptionScores` per step.
+
+    Which scores each method has (columns of :func:`lib.runs.load_results`):
+
+    * ``full``: two steps. "group": ``group_probs`` over the 8 group letters, right option =
+      the gold label's group (``label_groups``, a :class:`lib.grammar.LabelGroups`, gives the
+      group order; required). "intent": ``intent_probs`` over the chosen group's intents
+      (``candidates``), right option defined only when the chosen group holds the gold label.
+    * ``shortlist``: one step "option": ``option_probs`` over ``candidates``.
+    * ``embed-logreg``: one step "class": the top-8 class probabilities plus one option
+      "all other intents" holding the remaining mass, so that temperature 1 reproduces the
+      saved confidence and every message has a right option. (Under another temperature the
+      lumped option is an approximation: the remaining classes' own logits were not saved.)
+    * ``knn``: one step "similarity": the cosine similarities of the 8 nearest intents as
+      scores, so ``softmax(similarity / T)`` turns them into probabilities. At T = 1 this is
+      *not* the saved confidence (the margin); temperature scaling gives knn a probability.
+
+    Probabilities are floored at 1e-12 before the log.
+    """
+    if method not in ("full", "shortlist", "embed-logreg", "knn"):
+        raise ValueError(f"method must be 'full', 'shortlist', 'embed-logreg' or 'knn', got {method!r}")
+    if len(results) == 0:
+        raise ValueError("results is empty: need at least one saved decision")
+    gold = results["label"].tolist()
+    candidates = results["candidates"].tolist()
+    pred = results["pred"].tolist()
+
+    def logs(column: str) -> list[np.ndarray]:
+        return [np.log(np.clip(np.asarray(p, dtype=float), _LOG_FLOOR, None)) for p in results[column]]
+
+    in_candidates = np.array([_index_or_minus_one(c, g) for c, g in zip(candidates, gold)])
+    chosen = np.array([_index_or_minus_one(c, p) for c, p in zip(candidates, pred)])
+    if method == "full":
+        if label_groups is None:
+            raise ValueError("label_groups is required for method 'full': it says which group holds each label")
+        group_of = {label: i for i, labels in enumerate(label_groups.groups.values()) for label in labels}
+        group_labels = np.array([group_of.get(g, -1) for g in gold])
+        group_chosen = np.array([list(options).index(code.split("-")[0])
+                                 for options, code in zip(results["group_options"], results["code"])])
+        return [OptionScores("group", logs("group_probs"), group_labels, group_chosen),
+                OptionScores("intent", logs("intent_probs"), in_candidates, chosen)]
+    if method == "shortlist":
+        return [OptionScores("option", logs("option_probs"), in_candidates, chosen)]
+    if method == "embed-logreg":
+        rows = []
+        for probs in results["candidate_probs"]:
+            probs = np.asarray(probs, dtype=float)
+            rest = max(1.0 - float(probs.sum()), _LOG_FLOOR)
+            rows.append(np.log(np.clip(np.append(probs, rest), _LOG_FLOOR, None)))
+        labels = np.array([i if i >= 0 else len(c) for i, c in zip(in_candidates, candidates)])
+        return [OptionScores("class", rows, labels, chosen)]
+    similarities = [np.asarray(s, dtype=float) for s in results["candidate_probs"]]
+    return [OptionScores("similarity", similarities, in_candidates, chosen)]
+
+
+class ResultsTemperatureScaling:
+    """Temperature scaling of a saved results frame: one temperature per step of the method.
+
+    ``fit(calibration_results)`` fits a :class:`TemperatureScaling` per step of
+    :func:`option_scores` on the rows whose right option was offered; ``predict_confidence(
+    results)`` returns, per message, the product over steps of the rescaled probability of
+    the option the decider *chose* (so the decision never changes, only its confidence).
+    At temperature 1 this equals the saved confidence for ``full``, ``shortlist`` and
+    ``embed-logreg`` (up to the 6 significant digits saved).
+
+    Attributes (after fit): ``temperatures_`` (step name -> T), ``fitted_rows_`` (step name
+    -> rows used), ``fitted_on_`` (messages in the calibration frame).
+    """
+
+    def __init__(self, method: str, label_groups: Any = None, bounds: tuple[float, float] = (0.01, 100.0)) -> None:
+        self.method = method
+        self.label_groups = label_groups
+        self.bounds = _check_bounds(bounds)
+
+    def fit(self, results: pd.DataFrame) -> "ResultsTemperatureScaling":
+        """Fit one temperature per step on calibration results; return self."""
+        self.scalers_: dict[str, TemperatureScaling] = {}
+        self.fitted_rows_: dict[str, int] = {}
+        for step in option_scores(results, self.method, self.label_groups):
+            usable = np.flatnonzero(step.labels >= 0)
+            if usable.size == 0:
+                raise ValueError(f"step {step.step!r}: no calibration row offers the right option; cannot fit")
+            self.scalers_[step.step] = TemperatureScaling(self.bounds).fit(
+                [step.logprobs[i] for i in usable], step.labels[usable])
+            self.fitted_rows_[step.step] = int(usable.size)
+        self.temperatures_ = {name: scaler.temperature_ for name, scaler in self.scalers_.items()}
+        self.fitted_on_ = len(results)
+        return self
+
+    def predict_confidence(self, results: pd.DataFrame, temperatures: dict[str, float] | None = None) -> np.ndarray:
+        """Confidence in each saved decision after rescaling, shape (n,), values in [0, 1].
+
+        ``temperatures`` overrides the fitted ones (e.g. ``{"group": 1.0, "intent": 1.0}`` for
+        the unscaled probabilities); steps it does not name keep their fitted temperature.
+        """
+        _require_fitted(self, "temperatures_", "predict_confidence")
+        confidence = np.ones(len(results))
+        for step in option_scores(results, self.method, self.label_groups):
+            temperature = (temperatures or {}).get(step.step, self.temperatures_[step.step])
+            padded = _pad_logprobs(step.logprobs)
+            probs = np.exp(_log_softmax(padded, float(temperature)))
+            confidence *= probs[np.arange(len(results)), step.chosen]
+        return np.clip(confidence, 0.0, 1.0)
 
 
 # ---------------------------------------------------------------------------

@@ -176,3 +176,35 @@ def sequence_confidence(
     if method not in _CONFIDENCE_METHODS:
         raise ValueError(f"method must be one of {sorted(_CONFIDENCE_METHODS)}, got {method!r}")
     return _CONFIDENCE_METHODS[method](_checked_logprobs(token_logprobs, "token_logprobs"))
+
+
+def at_temperature(candidates: Sequence[tuple[str, float]], temperature: float) -> dict[str, float]:
+    """The candidates' probabilities after temperature scaling, renormalised over the candidates.
+
+    This is what a server reports as *post-sampling* probabilities (llama-server's
+    `post_sampling_probs`): the distribution the sampler drew from, not the model's own.
+    candidates: (token string, log-probability) pairs for one step, e.g. `TokenLogprob.top`.
+    temperature: > 0 divides every log-probability by it before the softmax; 0 is greedy
+    decoding, where the sampler's distribution is all on the most likely candidate (ties:
+    the first listed), so a greedy reply's post-sampling probability is always 1.0 and
+    says nothing about the model's doubt. Duplicate tokens are summed; result most likely first.
+    """
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if not candidates:
+        raise ValueError("candidates is empty; need at least one (token, log-probability) pair")
+    logprobs = _checked_logprobs([logprob for _, logprob in candidates], "candidates")
+    tokens = [token for token, _ in candidates]
+    if temperature == 0:
+        scaled = np.full(len(tokens), -np.inf)
+        scaled[int(np.argmax(logprobs))] = 0.0
+    else:
+        with np.errstate(invalid="ignore"):
+            scaled = np.where(np.isfinite(logprobs), logprobs / temperature, -np.inf)
+        if not np.isfinite(scaled).any():
+            raise ValueError("every candidate has log-probability -inf")
+        scaled = scaled - np.logaddexp.reduce(scaled[np.isfinite(scaled)])
+    probabilities: dict[str, float] = {}
+    for token, value in zip(tokens, np.exp(scaled)):
+        probabilities[token] = probabilities.get(token, 0.0) + float(value)
+    return dict(sorted(probabilities.items(), key=lambda item: -item[1]))

@@ -21,6 +21,7 @@ from enum import Enum
 from typing import Literal
 
 import numpy as np
+import pandas as pd
 
 from lib.calibration import (
     _check_binary,
@@ -36,6 +37,7 @@ __all__ = [
     "route_by_thresholds",
     "ThresholdRouter",
     "outcomes",
+    "bootstrap_outcomes",
     "CostThresholds",
     "cost_thresholds",
     "ConformalClassifier",
@@ -212,6 +214,62 @@ def outcomes(
     }
 
 
+def bootstrap_outcomes(
+    decisions: Sequence[Decision | str] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    in_options: Sequence[bool] | np.ndarray | None = None,
+    n: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """:func:`outcomes` with percentile bootstrap intervals, one row per outcome.
+
+    Why not ``lib.calibration.bootstrap_interval(lambda ...: outcomes(...)[key], ...)``: that
+    re-validates every resample and runs once per outcome; this resamples the rows once per
+    replicate (``numpy.random.default_rng(seed).integers``, like ``bootstrap_interval``) and
+    computes all outcomes from the same resample, so the intervals of, say, ``share_act`` and
+    ``act_accuracy`` belong together. Rates over a group that is empty in a resample are left
+    out of that outcome's interval (NaN-aware percentiles).
+
+    Returns:
+        DataFrame indexed by outcome (``share_act``, ``act_accuracy``, ``share_ask``,
+        ``ask_in_options``, ``share_hand_over``) with columns ``value`` (as from
+        :func:`outcomes` on all rows), ``low``, ``high`` and ``support`` (rows the rate is
+        taken over: all rows for shares, the ACT or ASK rows for accuracies).
+    """
+    value = outcomes(decisions, correct, in_options)
+    _check_positive_int(n, "n (number of resamples)")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    routed = _check_decisions(decisions)
+    corr = _check_binary(correct, "correct")
+    acted, asked = routed == Decision.ACT, routed == Decision.ASK
+    handed = routed == Decision.HAND_OVER
+    offered = _check_binary(in_options, "in_options") if in_options is not None else None
+    rng = np.random.default_rng(seed)
+    keys = ("share_act", "act_accuracy", "share_ask", "ask_in_options", "share_hand_over")
+    replicates = np.full((n, len(keys)), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for b in range(n):
+            rows = rng.integers(0, routed.size, size=routed.size)
+            a, k = acted[rows], asked[rows]
+            replicates[b, 0] = a.mean()
+            replicates[b, 1] = corr[rows][a].sum() / a.sum() if a.any() else np.nan
+            replicates[b, 2] = k.mean()
+            if offered is not None and k.any():
+                replicates[b, 3] = offered[rows][k].sum() / k.sum()
+            replicates[b, 4] = handed[rows].mean()
+    tail = (1.0 - level) / 2.0
+    table = []
+    for j, key in enumerate(keys):
+        column = replicates[:, j]
+        column = column[np.isfinite(column)]
+        low, high = (np.quantile(column, [tail, 1.0 - tail]) if column.size else (math.nan, math.nan))
+        support = {"act_accuracy": int(acted.sum()), "ask_in_options": int(asked.sum())}.get(key, routed.size)
+        table.append({"outcome": key, "value": value[key], "low": float(low), "high": float(high), "support": support})
+    return pd.DataFrame(table).set_index("outcome")
+
+
 # ---------------------------------------------------------------------------
 # Cost-based thresholds
 # ---------------------------------------------------------------------------
@@ -308,6 +366,8 @@ def cost_thresholds(
 # ---------------------------------------------------------------------------
 
 ConformalScore = Literal["lac", "aps"]
+_SCORE_TOLERANCE = 1e-9
+"""Scores within this of q_hat count as equal to it (float sums differ in the last bits)."""
 
 
 def _check_probabilities(probabilities: object, name: str = "probabilities") -> np.ndarray:
@@ -399,7 +459,9 @@ class ConformalClassifier:
             raise ValueError(
                 f"probabilities must have {self.n_classes_} columns like the calibration data, got {probs.shape[1]}"
             )
-        included = _conformal_scores(probs, self.score) <= self.q_hat_
+        # Tolerance: APS scores are sums of floats, so the same mass can differ in the last bits
+        # between rows (e.g. a label with probability 0 scores "1.0" as 0.9999999999999998).
+        included = _conformal_scores(probs, self.score) <= self.q_hat_ + _SCORE_TOLERANCE
         if self.score == "aps":
             included |= probs == probs.max(axis=1, keepdims=True)
         order = np.argsort(-probs, axis=1, kind="stable")

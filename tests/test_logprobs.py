@@ -221,3 +221,37 @@ def test_top_k_accepts_a_lookup_function_and_k_beyond_the_vocabulary():
 def test_top_k_rejects_bad_arguments(logprobs, vocab, k, message):
     with pytest.raises(ValueError, match=message):
         top_k(logprobs, vocab, k)
+
+
+# --- at_temperature --------------------------------------------------------------------
+
+from lib.logprobs import at_temperature  # noqa: E402
+
+
+def test_at_temperature_one_renormalises_over_the_candidates():
+    # p = 0.6, 0.2 (0.2 left to other tokens): at T=1 renormalised to 0.75, 0.25.
+    probs = at_temperature([("A", math.log(0.6)), ("B", math.log(0.2))], 1.0)
+    assert probs == pytest.approx({"A": 0.75, "B": 0.25})
+
+
+def test_at_temperature_half_squares_the_ratio():
+    # T=0.5 doubles each log-probability: 0.6^2 = 0.36, 0.2^2 = 0.04 -> 0.9, 0.1.
+    probs = at_temperature([("B", math.log(0.2)), ("A", math.log(0.6))], 0.5)
+    assert list(probs) == ["A", "B"]
+    assert probs == pytest.approx({"A": 0.9, "B": 0.1})
+
+
+def test_at_temperature_zero_collapses_to_one():
+    probs = at_temperature([("A", math.log(0.4)), ("B", math.log(0.35)), ("C", -math.inf)], 0.0)
+    assert probs == {"A": 1.0, "B": 0.0, "C": 0.0}
+
+
+def test_at_temperature_sums_duplicates_and_rejects_bad_input():
+    probs = at_temperature([("A", math.log(0.25)), ("A", math.log(0.25)), ("B", math.log(0.5))], 1.0)
+    assert probs == pytest.approx({"A": 0.5, "B": 0.5})
+    with pytest.raises(ValueError, match="temperature"):
+        at_temperature([("A", -1.0)], -0.1)
+    with pytest.raises(ValueError, match="empty"):
+        at_temperature([], 1.0)
+    with pytest.raises(ValueError, match="logits"):
+        at_temperature([("A", 2.0)], 1.0)

@@ -359,3 +359,44 @@ def test_coverage_set_size_and_set_router():
         set_router(sets, max_ask=0)
     with pytest.raises(ValueError, match="one entry per set"):
         coverage(sets, [0, 1])
+
+
+def test_bootstrap_outcomes_matches_outcomes_and_is_reproducible():
+    from lib.routing import bootstrap_outcomes
+
+    rng = np.random.default_rng(3)
+    decisions = rng.choice(["act", "ask", "hand_over"], size=300, p=[0.6, 0.3, 0.1])
+    correct = rng.random(300) < 0.8
+    in_options = correct | (rng.random(300) < 0.5)
+    table = bootstrap_outcomes(decisions, correct, in_options, n=300, seed=1)
+    point = outcomes(decisions, correct, in_options)
+    for key, row in table.iterrows():
+        assert row["value"] == point[key]
+        assert row["low"] <= row["value"] <= row["high"]
+    assert table.loc["act_accuracy", "support"] == int((decisions == "act").sum())
+    assert table.loc["share_act", "support"] == 300
+    assert table.equals(bootstrap_outcomes(decisions, correct, in_options, n=300, seed=1))
+    without = bootstrap_outcomes(decisions, correct, n=50)
+    assert np.isnan(without.loc["ask_in_options", "value"]) and np.isnan(without.loc["ask_in_options", "low"])
+
+
+def test_bootstrap_outcomes_bad_input():
+    from lib.routing import bootstrap_outcomes
+
+    with pytest.raises(ValueError, match="same length"):
+        bootstrap_outcomes(["act", "ask"], [True])
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_outcomes(["act"], [True], level=1.5)
+    with pytest.raises(ValueError, match="number of resamples"):
+        bootstrap_outcomes(["act"], [True], n=0)
+
+
+def test_conformal_aps_includes_zero_probability_labels_when_q_hat_is_the_total_mass():
+    # Half the calibration rows have their label at probability 0 (score = total mass, summed in floats),
+    # so q_hat is a total mass; a test row's zero-probability labels must then enter its set.
+    probs = np.array([[0.7, 0.2, 0.1, 0.0], [0.1, 0.6, 0.3, 0.0]] * 10)
+    labels = np.array([0, 3] * 10)
+    fitted = ConformalClassifier(alpha=0.1, score="aps").fit(probs, labels)
+    assert math.isclose(fitted.q_hat_, 1.0)
+    test_probs = np.array([[0.1, 0.2, 0.7, 0.0], [0.3, 0.3, 0.4, 0.0]])
+    assert all(s.size == 4 for s in fitted.predict_sets(test_probs))

@@ -1,0 +1,517 @@
+"""The assembled assistant: every check of the workbook in one traced pipeline over the Part I corpus.
+
+A question goes through four steps, cheapest first, and the first one that fails decides:
+
+1. **boundary** (`lib.retrieval.Gate` on `boundary_scores`): is the question like the
+   in-scope examples at all? If not -> OUT_OF_SCOPE.
+2. **retrieval** (`lib.retrieval.RetrievalGate` on the top score and its margin to the
+   runner-up section): does one section clearly match? If not, the assistant does not
+   guess. When something is close (top score >= the `ask_gate` threshold) -> ASK: a
+   clarifying question offering the headings of the best sections. When nothing is
+   close -> HAND_OVER.
+3. **grounded answer** (`lib.grounding.grounded_answer`): the model answers from the
+   best sections with quotes, and code verifies every quote (`lib.quotes`). An answer
+   without quotes, or with any quote that is not in the sections -> HAND_OVER.
+4. **answerability** (`answerability_probability`): the model is asked "Does the context
+   contain the answer to the question?" and its next-token probabilities of "yes" and
+   "no" are renormalised (`lib.logprobs.renormalize`) into P(yes). P(yes) >= the fitted
+   threshold -> ANSWER; below -> HAND_OVER.
+
+So the decision rules are:
+
+- out of scope at the boundary -> OUT_OF_SCOPE;
+- retrieval gate fails -> ASK (offer the top sections' headings) if the top score clears
+  the ask threshold, else HAND_OVER (nothing is close);
+- answer with every quote verified and answerability >= threshold -> ANSWER;
+- otherwise -> HAND_OVER.
+
+Every threshold is fitted on the dev questions, never on test: the two gates with
+`fit_gates` (the same fitting as notebook 02), the ask threshold with `fit_ask_gate`, and
+the answerability threshold with `fit_answerability_threshold` on dev traces.
+
+Each question produces a `Trace`: every step's verdict and numbers, the decision, and the
+reply the user would see. `Trace.render()` (also `str(trace)`) gives plain text and
+`_repr_html_` a small table, so a notebook shows a trace by just ending a cell with it.
+
+Model calls happen only for questions that pass both gates: one grounded answer (one
+call, two if its JSON must be retried) and, only when its quotes are all verified, one
+answerability probe (a single forward pass, no generation).
+"""
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lib import retrieval as R
+from lib.grounding import DEFAULT_MAX_TOKENS, GroundingResult, grounded_answer, grounding_messages
+from lib.llm import LLM, Message
+from lib.logprobs import renormalize
+from lib.quotes import render_verdicts
+from lib.semantic_entropy import matches_gold
+
+__all__ = [
+    "AssistantDecision",
+    "DECISIONS",
+    "Step",
+    "Trace",
+    "Answerability",
+    "ANSWERABILITY_SYSTEM_PROMPT",
+    "ANSWERABILITY_QUESTION",
+    "answerability_messages",
+    "answerability_probability",
+    "quotes_verified",
+    "fit_gates",
+    "fit_ask_gate",
+    "fit_answerability_threshold",
+    "Assistant",
+    "answer_is_right",
+    "decision_table",
+]
+
+
+class AssistantDecision(str, Enum):
+    """What the assistant does with one question. Compares equal to its string value."""
+
+    ANSWER = "ANSWER"              # a grounded answer with verified quotes
+    ASK = "ASK"                    # a clarifying question offering the best sections
+    OUT_OF_SCOPE = "OUT_OF_SCOPE"  # not about what the corpus covers
+    HAND_OVER = "HAND_OVER"        # pass the question to a person
+
+    def __str__(self) -> str:
+        return self.value
+
+
+DECISIONS: tuple[str, ...] = tuple(d.value for d in AssistantDecision)
+
+ANSWERABILITY_SYSTEM_PROMPT = (
+    "You check whether the given sections of the Quillmere Institute of Technology's documents "
+    "contain the answer to a question. Reply with one word: yes or no."
+)
+"""Instructions for the answerability probe."""
+
+ANSWERABILITY_QUESTION = "Does the context contain the answer to the question?"
+"""The probe's question, asked after the sections and the user's question."""
+
+_YES_NO_TOKENS = ("yes", "no", "Yes", "No")
+
+OUT_OF_SCOPE_REPLY = ("That is outside what I can answer: I only know the Quillmere Institute's graduate "
+                      "handbook, FAQ and help-desk pages.")
+HAND_OVER_REPLY = "I can't answer that reliably from the documents; I am passing your question to the graduate office."
+
+
+# --------------------------------------------------------------------------- the answerability probe
+
+
+@dataclass(frozen=True)
+class Answerability:
+    """The probe's verdict: P(yes) among {yes, no}, and the probability it put elsewhere.
+
+    `probability` is NaN when neither "yes" nor "no" was visible (a server's top-k can
+    miss both): unknown, never guessed. `scores` holds the raw log-probabilities read.
+    """
+
+    probability: float
+    off_label_mass: float
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+def answerability_messages(question: str, sections: Mapping[str, str]) -> list[Message]:
+    """The probe's chat: its own instructions, then the sections and question exactly as the
+    grounded answer shows them (`lib.grounding.grounding_messages`), then `ANSWERABILITY_QUESTION`.
+    """
+    shown = grounding_messages(question, sections)[1]["content"]
+    return [{"role": "system", "content": ANSWERABILITY_SYSTEM_PROMPT},
+            {"role": "user", "content": f"{shown}\n\n{ANSWERABILITY_QUESTION} Reply yes or no."}]
+
+
+def answerability_probability(llm: LLM, question: str, sections: Mapping[str, str]) -> Answerability:
+    """P("yes") to "Does the context contain the answer to the question?", renormalised over yes/no.
+
+    One forward pass (`llm.next_token_logprobs` with `score_tokens`), no generation. The
+    log-probabilities of "yes"/"Yes" and "no"/"No" are lower-cased and passed to
+    `lib.logprobs.renormalize`, which sums the two spellings of each answer and returns
+    the share of "yes" among the two, plus the off-label mass (probability on any other
+    first token: a sign the model wanted to say something else).
+    """
+    result = llm.next_token_logprobs(answerability_messages(question, sections), top_k=0,
+                                     score_tokens=_YES_NO_TOKENS)
+    scores = {token: float(logprob) for token, logprob in result.scores.items()}
+    probabilities, off_label = renormalize([(token.lower(), lp) for token, lp in scores.items()], ("yes", "no"))
+    probability = probabilities.get("yes", 0.0) if probabilities else math.nan
+    return Answerability(float(probability), float(off_label), scores)
+
+
+def quotes_verified(result: GroundingResult | None) -> bool:
+    """True when the grounded answer exists, has at least one quote, and every quote was found.
+
+    An answer with no quotes supports nothing (it is how the model says "the sections do
+    not answer this"); one failed quote is enough to distrust the whole answer.
+    """
+    return result is not None and result.ok and len(result.verdicts) > 0 and all(v.ok for v in result.verdicts)
+
+
+# --------------------------------------------------------------------------- fitting on dev
+
+
+def fit_gates(
+    dev: pd.DataFrame,
+    *,
+    index: R.DenseIndex,
+    example_questions: Sequence[str] | np.ndarray,
+    embed: R.Embed,
+    boundary_target: float = 0.95,
+    retrieval_target: float = 0.90,
+) -> tuple[R.Gate, R.RetrievalGate]:
+    """Fit the boundary and retrieval gates on dev questions, as notebook 02 does.
+
+    Boundary: `Gate(boundary_target)` on `boundary_scores`, positive = type is not
+    out_of_scope. Retrieval: `RetrievalGate(retrieval_target)` on the `retrieval_features`
+    of the dev questions that pass the boundary, positive = type is answerable.
+
+    Args:
+        dev: the dev questions (columns question, type). Never pass test questions.
+    """
+    b = R.boundary_scores(dev["question"], example_questions, embed)
+    boundary_gate = R.Gate(target_precision=boundary_target).fit(b, (dev["type"] != "out_of_scope").to_numpy())
+    inside = dev[boundary_gate.predict(b)]
+    features = R.retrieval_features(index, inside)
+    retrieval_gate = R.RetrievalGate(target_precision=retrieval_target).fit(
+        features, (inside["type"] == "answerable").to_numpy())
+    return boundary_gate, retrieval_gate
+
+
+def _gold_ids(value: Any) -> list[str]:
+    """Gold section ids as a list (the column holds lists; a lone string or a missing value is tolerated)."""
+    if isinstance(value, str):
+        return [value]
+    return [] if value is None or (isinstance(value, float) and math.isnan(value)) else list(value)
+
+
+def _offered(hits: Sequence[R.Hit], n: int) -> tuple[tuple[str, str], ...]:
+    """The first `n` distinct sections among `hits`, as (section id, heading)."""
+    offered: dict[str, str] = {}
+    for hit in hits:
+        offered.setdefault(hit.chunk.section_id, hit.chunk.heading)
+        if len(offered) == n:
+            break
+    return tuple(offered.items())
+
+
+def fit_ask_gate(
+    dev: pd.DataFrame,
+    boundary_gate: R.Gate,
+    retrieval_gate: R.RetrievalGate,
+    *,
+    index: R.DenseIndex,
+    example_questions: Sequence[str] | np.ndarray,
+    embed: R.Embed,
+    n_offer: int = 3,
+    target_precision: float = 0.8,
+) -> R.Gate:
+    """The threshold on the top retrieval score above which a failed retrieval gate means ASK.
+
+    Fitted on the dev questions that pass the boundary but fail the retrieval gate (the
+    only ones the rule applies to). Positive = asking would help: the question is
+    answerable and one of its gold sections is among the `n_offer` headings offered.
+    The threshold is the lowest top score whose ASK precision on dev reaches
+    `target_precision` (`lib.retrieval.Gate`); below it nothing is close -> HAND_OVER.
+    """
+    verdicts = R.route_many(dev["question"], boundary_gate, retrieval_gate, index=index,
+                            example_questions=example_questions, embed=embed)
+    rows = [i for i, v in enumerate(verdicts) if v.failed_gate in ("retrieval_score", "retrieval_margin")]
+    if not rows:
+        raise ValueError("fit_ask_gate: no dev question fails the retrieval gate after passing the boundary")
+    subset = dev.iloc[rows]
+    all_hits = index.search_many(subset["question"].tolist(), k=max(4 * n_offer, n_offer))
+    helps = [row.type == "answerable" and bool(set(_gold_ids(row.section_ids)) & {s for s, _ in _offered(h, n_offer)})
+             for row, h in zip(subset.itertuples(), all_hits)]
+    top = [verdicts[i].top_score for i in rows]
+    return R.Gate(target_precision=target_precision).fit(top, helps)
+
+
+def fit_answerability_threshold(traces: Sequence["Trace"], correct: Sequence[bool], *,
+                                target_precision: float = 0.9) -> float:
+    """The lowest P(yes) threshold at which ANSWER is right at least `target_precision` of the time on dev.
+
+    Uses only the traces the threshold decides: those whose grounded answer had every
+    quote verified (and so got an answerability probability). `correct[i]` says whether
+    trace i's answer is right (see `answer_is_right`; unjudged rows should be left out of
+    `traces` beforehand). Fitted with `lib.retrieval.fit_threshold`; if no threshold
+    reaches the target it warns (`UnreachableTargetWarning`) and returns a value above
+    every probability, so the assistant then never answers.
+    """
+    if len(traces) != len(correct):
+        raise ValueError(f"traces ({len(traces)}) and correct ({len(correct)}) differ in length")
+    rows = [(t.answerability.probability, bool(c)) for t, c in zip(traces, correct)
+            if t.answerability is not None and np.isfinite(t.answerability.probability)]
+    if not rows:
+        raise ValueError("fit_answerability_threshold: no trace has an answerability probability "
+                         "(none passed the gates with verified quotes)")
+    scores, positive = zip(*rows)
+    return R.fit_threshold(np.array(scores), np.array(positive), target_precision)
+
+
+# --------------------------------------------------------------------------- the trace
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the pipeline: its verdict and the numbers behind it.
+
+    `passed` is True/False, or None when the step did not decide (an earlier step did).
+    `numbers` maps names to values (scores and their thresholds); a skipped retrieval step
+    still shows its numbers, which are computed for every question. `note` is one line of
+    explanation for people.
+    """
+
+    name: str
+    passed: bool | None
+    numbers: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def verdict(self) -> str:
+        """"pass", "fail" or "skipped"."""
+        return "skipped" if self.passed is None else ("pass" if self.passed else "fail")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, (float, np.floating)):
+        return "nan" if math.isnan(value) else ("inf" if math.isinf(value) else f"{value:.3f}")
+    return str(value)
+
+
+@dataclass(frozen=True, repr=False)
+class Trace:
+    """Everything the assistant did with one question, and why.
+
+    `decision` is None only while the answerability threshold is not fitted yet and the
+    question got that far (see `Assistant.decide`). `reply` is what the user would see.
+    `routing` holds the gate numbers (`lib.retrieval.RoutingVerdict`), `offered` the
+    (section id, heading) pairs an ASK offers, `grounding` the grounded answer with its
+    quote verdicts (None if not asked), `answerability` the probe (None if not asked).
+    """
+
+    question: str
+    decision: AssistantDecision | None
+    reply: str
+    steps: tuple[Step, ...]
+    routing: R.RoutingVerdict
+    why: str = ""
+    offered: tuple[tuple[str, str], ...] = ()
+    grounding: GroundingResult | None = None
+    answerability: Answerability | None = None
+
+    @property
+    def answer(self) -> str | None:
+        """The grounded answer's text, if the model produced one."""
+        return self.grounding.answer.answer if self.grounding is not None and self.grounding.ok else None
+
+    def step(self, name: str) -> Step:
+        """The step called `name` ("boundary", "retrieval", "grounded answer" or "answerability")."""
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(f"no step {name!r}; steps: {[s.name for s in self.steps]}")
+
+    def render(self) -> str:
+        """Plain text: the question, one line per step with its numbers, the quotes, the decision and reply."""
+        lines = [f"Q: {self.question}"]
+        for s in self.steps:
+            numbers = ", ".join(f"{k} {_fmt(v)}" for k, v in s.numbers.items())
+            lines.append(f"  [{s.verdict:^7}] {s.name:<16} {numbers}" + (f"  ({s.note})" if s.note else ""))
+            if s.name == "grounded answer" and self.grounding is not None and self.grounding.ok:
+                lines.extend("      " + line for line in render_verdicts(self.grounding.verdicts).splitlines())
+        lines.append(f"  => {self.decision.value if self.decision else 'PENDING'} ({self.why}): {self.reply}")
+        return "\n".join(lines)
+
+    __str__ = render
+    __repr__ = render  # the dataclass repr would dump every token of the model's reply
+
+    def _repr_html_(self) -> str:
+        """The same trace as a small HTML table (for notebooks)."""
+        colour = {"pass": "#1a7f37", "fail": "#cf222e", "skipped": "#6e7781"}
+        rows = []
+        for s in self.steps:
+            numbers = "<br>".join(f"{html.escape(k)} <code>{html.escape(_fmt(v))}</code>" for k, v in s.numbers.items())
+            rows.append(f'<tr><td>{html.escape(s.name)}</td><td style="color:{colour[s.verdict]};font-weight:bold">'
+                        f"{s.verdict}</td><td>{numbers}</td><td>{html.escape(s.note)}</td></tr>")
+        decision = self.decision.value if self.decision else "PENDING"
+        return (f"<p><b>Q:</b> {html.escape(self.question)}</p><table><tr><th>step</th><th>verdict</th>"
+                f"<th>numbers</th><th>note</th></tr>{''.join(rows)}</table>"
+                f"<pre>{html.escape(render_verdicts(self.grounding.verdicts)) if self.grounding and self.grounding.ok else ''}</pre>"
+                f"<p><b>{decision}</b> ({html.escape(self.why)}): {html.escape(self.reply)}</p>")
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+@dataclass
+class Assistant:
+    """The pipeline with its fitted thresholds; `run(question)` returns a `Trace`.
+
+    Args:
+        llm: the model (anything with `chat` and `next_token_logprobs`, see `lib.llm.LLM`).
+        index: a `DenseIndex` over heading chunks (its cosines are what the gates were fitted on).
+        sections: section id -> section text, the texts the model is shown.
+        example_questions: in-scope examples for the boundary (texts or their embeddings).
+        embed: the embedder used for the index and the examples.
+        boundary_gate, retrieval_gate: fitted on dev (`fit_gates`).
+        ask_gate: fitted on dev (`fit_ask_gate`): top score at or above its threshold -> ASK.
+        answerability_threshold: fitted on dev traces (`fit_answerability_threshold`); NaN
+            until then, and questions that reach the last step get decision None.
+        n_sources: sections shown to the model; n_offer: headings offered by ASK;
+        max_tokens: budget of the grounded answer (retried once with twice as many if cut off).
+    """
+
+    llm: LLM
+    index: R.DenseIndex
+    sections: Mapping[str, str]
+    example_questions: Sequence[str] | np.ndarray
+    embed: R.Embed
+    boundary_gate: R.Gate
+    retrieval_gate: R.RetrievalGate
+    ask_gate: R.Gate
+    answerability_threshold: float = math.nan
+    n_sources: int = 3
+    n_offer: int = 3
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+    def __post_init__(self) -> None:
+        if isinstance(self.example_questions, (list, tuple)):
+            self.example_questions = np.asarray(self.embed(list(self.example_questions)))
+        for name, value in (("n_sources", self.n_sources), ("n_offer", self.n_offer), ("max_tokens", self.max_tokens)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if math.isnan(self.ask_gate.threshold):
+            raise RuntimeError("Assistant: fit ask_gate on dev first (fit_ask_gate)")
+
+    # -- evidence
+
+    def run(self, question: str) -> Trace:
+        """Take one question through the pipeline (model calls only if both gates pass)."""
+        return self.run_many([question])[0]
+
+    def run_many(self, questions: Sequence[str] | pd.DataFrame) -> list[Trace]:
+        """`run` for many questions; the gates are computed in one batch."""
+        texts = questions["question"].tolist() if isinstance(questions, pd.DataFrame) else list(questions)
+        verdicts = R.route_many(texts, self.boundary_gate, self.retrieval_gate, index=self.index,
+                                example_questions=self.example_questions, embed=self.embed,
+                                n_sources=self.n_sources)
+        hits = self.index.search_many(texts, k=min(len(self.index.chunks), 4 * self.n_offer)) if texts else []
+        return [self._run_one(v, h) for v, h in zip(verdicts, hits)]
+
+    def _run_one(self, verdict: R.RoutingVerdict, hits: Sequence[R.Hit]) -> Trace:
+        boundary = Step("boundary", verdict.failed_gate != "boundary",
+                        {"best similarity": verdict.boundary_score, "threshold": verdict.boundary_threshold},
+                        "like the in-scope examples" if verdict.failed_gate != "boundary" else "unlike every in-scope example")
+        retrieval_ran = verdict.failed_gate != "boundary"
+        retrieval = Step("retrieval", (verdict.failed_gate is None) if retrieval_ran else None,
+                         {"top": verdict.top_score, "top threshold": verdict.score_threshold,
+                          "margin": verdict.margin, "margin threshold": verdict.margin_threshold,
+                          "ask threshold": self.ask_gate.threshold},
+                         f"top section {verdict.top_section_id}, runner-up {verdict.runner_up_section_id}")
+        offered = _offered(hits, self.n_offer)
+        grounding: GroundingResult | None = None
+        probe: Answerability | None = None
+        if verdict.failed_gate is None:
+            shown = {sid: self.sections[sid] for sid in verdict.sources}
+            grounding = grounded_answer(self.llm, verdict.question, shown, max_tokens=self.max_tokens)
+            verified = quotes_verified(grounding)
+            n_quotes = len(grounding.verdicts)
+            note = ("no valid answer: " + "; ".join(grounding.errors) if not grounding.ok else
+                    "no quotes" if n_quotes == 0 else
+                    "every quote verified" if verified else "a quote is not in the sections")
+            grounded = Step("grounded answer", verified,
+                            {"sections shown": len(shown), "quotes": n_quotes, "verified": grounding.n_verified,
+                             "attempts": len(grounding.completions)}, note)
+            if verified:
+                probe = answerability_probability(self.llm, verdict.question, shown)
+        else:
+            grounded = Step("grounded answer", None, {}, "not asked: a gate failed")
+        trace = Trace(verdict.question, None, "", (boundary, retrieval, grounded), verdict,
+                      offered=offered, grounding=grounding, answerability=probe)
+        return self.decide(trace)
+
+    # -- the decision
+
+    def decide(self, trace: Trace) -> Trace:
+        """Apply the decision rules to a trace's numbers (with this assistant's current thresholds).
+
+        Cheap and model-free, so dev traces can be decided again after the answerability
+        threshold is fitted on them. Returns a new trace with the answerability step, the
+        decision, the rule that fired (`why`) and the reply.
+        """
+        v = trace.routing
+        steps = [s for s in trace.steps if s.name != "answerability"]
+        threshold = self.answerability_threshold
+        probe = trace.answerability
+        if probe is None:
+            steps.append(Step("answerability", None, {}, "not asked: an earlier step decided"))
+        else:
+            passed = None if math.isnan(threshold) else bool(probe.probability >= threshold)
+            steps.append(Step("answerability", passed,
+                              {"P(yes)": probe.probability, "threshold": threshold, "off-label mass": probe.off_label_mass},
+                              f'"{ANSWERABILITY_QUESTION}"' + (" (threshold not fitted yet)" if passed is None else "")))
+        if v.failed_gate == "boundary":
+            decision, reply, why = AssistantDecision.OUT_OF_SCOPE, OUT_OF_SCOPE_REPLY, "boundary failed"
+        elif v.failed_gate is not None:
+            if v.top_score >= self.ask_gate.threshold:
+                headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
+                decision, why = AssistantDecision.ASK, "retrieval unsure, but sections are close"
+                reply = f"I'm not sure which part of the documents you mean. Is your question about: {headings}?"
+            else:
+                decision, reply, why = AssistantDecision.HAND_OVER, HAND_OVER_REPLY, "retrieval failed and nothing is close"
+        elif not quotes_verified(trace.grounding):
+            decision, reply, why = AssistantDecision.HAND_OVER, HAND_OVER_REPLY, "quotes missing or not verified"
+        elif math.isnan(threshold):
+            decision, reply, why = None, "(pending: fit the answerability threshold)", "threshold not fitted"
+        elif probe.probability >= threshold:
+            g = trace.grounding
+            sources = ", ".join(dict.fromkeys(vd.found_in for vd in g.verdicts))
+            decision, why = AssistantDecision.ANSWER, "verified quotes and answerable"
+            reply = f"{g.answer.answer} (sources: {sources})"
+        else:
+            decision, reply, why = AssistantDecision.HAND_OVER, HAND_OVER_REPLY, "answerability below threshold"
+        return replace(trace, decision=decision, reply=reply, steps=tuple(steps), why=why)
+
+
+# --------------------------------------------------------------------------- judging and tables
+
+
+def answer_is_right(trace: Trace, question_type: str, gold: str | None, *, max_gold_words: int = 4) -> bool | None:
+    """Whether an answer the assistant gave is right, judged by a rule; None when the rule cannot judge.
+
+    - The question is not answerable (unanswerable or out of scope): any answer is wrong.
+    - Answerable with a short gold answer (at most `max_gold_words` words): right when
+      `lib.semantic_entropy.matches_gold(answer, gold)`: the normalised gold occurs in the
+      normalised answer as whole words ("48 credits in total" matches "48 credits"; "three
+      weeks" matches "3 weeks"; "at least four" does not match "four or more").
+    - Answerable with a longer or missing gold answer, or no answer text: None (not judged).
+    """
+    if question_type != "answerable":
+        return False
+    answer = trace.answer
+    if answer is None or not isinstance(gold, str) or not gold.strip() or len(gold.split()) > max_gold_words:
+        return None
+    return matches_gold(answer, gold)
+
+
+def decision_table(traces: Sequence[Trace], question_types: Sequence[str]) -> pd.DataFrame:
+    """Counts of decisions by question type: rows answerable / unanswerable / out_of_scope, columns the decisions."""
+    if len(traces) != len(question_types):
+        raise ValueError(f"traces ({len(traces)}) and question_types ({len(question_types)}) differ in length")
+    frame = pd.DataFrame({"type": list(question_types),
+                          "decision": [t.decision.value if t.decision else "PENDING" for t in traces]})
+    columns = list(DECISIONS) + (["PENDING"] if (frame["decision"] == "PENDING").any() else [])
+    table = pd.crosstab(frame["type"], frame["decision"]).reindex(
+        index=["answerable", "unanswerable", "out_of_scope"], columns=columns, fill_value=0)
+    return table.rename_axis(index="question type", columns="decision")
+

@@ -1,0 +1,285 @@
+"""The assembled assistant (lib.assistant) with a fake model and a fake embedder: no model file needed.
+
+The corpus is four tiny sections; the gates are set by hand to values that put each test
+question on a known path (the numbers are in the comments, computed with `fake_embed`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib import retrieval as R
+from lib.assistant import (
+    ANSWERABILITY_QUESTION,
+    ANSWERABILITY_SYSTEM_PROMPT,
+    Assistant,
+    AssistantDecision,
+    answer_is_right,
+    answerability_messages,
+    answerability_probability,
+    decision_table,
+    fit_answerability_threshold,
+    fit_ask_gate,
+    fit_gates,
+    quotes_verified,
+)
+from lib.datasets import Section
+from lib.grounding import GROUNDING_SYSTEM_PROMPT
+from lib.llm import Completion, NextTokenLogprobs
+from test_retrieval import fake_embed
+
+SECTIONS = [
+    Section("handbook/thesis-committee", "handbook", "Graduate Handbook", "Thesis committee",
+            "The committee has at least four members with a faculty appointment. The advisor chairs it."),
+    Section("handbook/qualifying-exam", "handbook", "Graduate Handbook", "Qualifying exam",
+            "The qualifying exam must be passed by the end of the fourth semester."),
+    Section("handbook/stipends", "handbook", "Graduate Handbook", "Stipends",
+            "The standard stipend is 3,140 per month before tax."),
+    Section("helpdesk/vpn", "helpdesk/vpn", "VPN", "Connecting",
+            "Connect to the VPN with the Quillmere client and your staff account."),
+]
+TEXTS = {s.id: s.text for s in SECTIONS}
+EXAMPLES = ["How many members does a thesis committee have?", "When is the qualifying exam deadline?",
+            "What is the stipend per month?", "How do I connect to the VPN?"]
+
+GROUNDED_Q = "How many members must a thesis committee have?"  # boundary 0.857, top 0.390, margin 0.293
+OUT_Q = "Write a poem about the sea"                             # boundary 0.000
+ASK_Q = "What is the exam semester for the committee?"           # boundary 0.25, top 0.387, margin 0.129
+NOTHING_Q = "What is the monthly stipend?"                       # boundary 0.577, top 0.174
+
+GOOD = json.dumps({"answer": "At least four members",
+                   "quotes": [{"text": "The committee has at least four members",
+                               "section_id": "handbook/thesis-committee"}]})
+BAD_QUOTE = json.dumps({"answer": "Five members",
+                        "quotes": [{"text": "The committee has five members", "section_id": "handbook/thesis-committee"}]})
+NO_QUOTES = json.dumps({"answer": "The sections do not say.", "quotes": []})
+
+
+class FakeLLM:
+    """Answers `chat` with prepared texts and `next_token_logprobs` with a prepared P(yes); counts calls."""
+
+    def __init__(self, replies=(), p_yes: float = 0.9, other: float = 0.0):
+        self.replies = list(replies)
+        self.p_yes, self.other = p_yes, other
+        self.chats: list[dict] = []
+        self.probes: list[dict] = []
+
+    def chat(self, messages, *, max_tokens, temperature=0.0, seed=None, grammar=None, json_schema=None,
+             top_logprobs=0):
+        self.chats.append({"messages": list(messages), "max_tokens": max_tokens})
+        return Completion(self.replies.pop(0), "stop", 100, 20, 1.0)
+
+    def next_token_logprobs(self, messages, *, prefix="", top_k=20, score_tokens=()):
+        self.probes.append({"messages": list(messages), "score_tokens": tuple(score_tokens), "top_k": top_k})
+        mass = 1.0 - self.other
+        # Split each answer's mass over its two spellings, to check they are summed.
+        scores = {"yes": math.log(0.75 * mass * self.p_yes), "Yes": math.log(0.25 * mass * self.p_yes),
+                  "no": math.log(0.5 * mass * (1 - self.p_yes)), "No": math.log(0.5 * mass * (1 - self.p_yes))}
+        return NextTokenLogprobs(top=(), scores={t: scores[t] for t in score_tokens})
+
+
+@pytest.fixture(scope="module")
+def index():
+    return R.DenseIndex(R.chunk_by_heading(SECTIONS), fake_embed)
+
+
+def make_assistant(index, llm, threshold=0.5):
+    return Assistant(llm=llm, index=index, sections=TEXTS, example_questions=EXAMPLES, embed=fake_embed,
+                     boundary_gate=R.Gate(threshold=0.2),
+                     retrieval_gate=R.RetrievalGate(score_threshold=0.35, margin_threshold=0.2),
+                     ask_gate=R.Gate(threshold=0.25), answerability_threshold=threshold,
+                     n_sources=2, n_offer=2, max_tokens=120)
+
+
+def test_out_of_scope_stops_at_the_boundary_without_model_calls(index):
+    llm = FakeLLM()
+    trace = make_assistant(index, llm).run(OUT_Q)
+    assert trace.decision is AssistantDecision.OUT_OF_SCOPE
+    assert [s.verdict for s in trace.steps] == ["fail", "skipped", "skipped", "skipped"]
+    assert trace.step("boundary").numbers["threshold"] == 0.2
+    assert not llm.chats and not llm.probes
+
+
+def test_unsure_retrieval_with_close_sections_asks_offering_their_headings(index):
+    llm = FakeLLM()
+    trace = make_assistant(index, llm).run(ASK_Q)
+    assert trace.decision is AssistantDecision.ASK
+    assert trace.step("retrieval").verdict == "fail"
+    assert [sid for sid, _ in trace.offered] == ["handbook/qualifying-exam", "handbook/thesis-committee"]
+    assert "(1) Qualifying exam" in trace.reply and "(2) Thesis committee" in trace.reply
+    assert not llm.chats and not llm.probes
+
+
+def test_unsure_retrieval_with_nothing_close_hands_over(index):
+    llm = FakeLLM()
+    trace = make_assistant(index, llm).run(NOTHING_Q)
+    assert trace.decision is AssistantDecision.HAND_OVER
+    assert "nothing is close" in trace.why
+    assert not llm.chats
+
+
+def test_verified_quotes_and_high_answerability_answer(index):
+    llm = FakeLLM([GOOD], p_yes=0.9)
+    trace = make_assistant(index, llm).run(GROUNDED_Q)
+    assert trace.decision is AssistantDecision.ANSWER
+    assert trace.answer == "At least four members"
+    assert "handbook/thesis-committee" in trace.reply
+    assert trace.answerability.probability == pytest.approx(0.9)
+    # The model saw the two best sections, in the grounding prompt, with the set budget.
+    request = llm.chats[0]
+    assert request["messages"][0]["content"] == GROUNDING_SYSTEM_PROMPT and request["max_tokens"] == 120
+    assert "[handbook/thesis-committee]" in request["messages"][1]["content"]
+    assert "[handbook/qualifying-exam]" in request["messages"][1]["content"]
+    assert len(llm.probes) == 1 and llm.probes[0]["top_k"] == 0
+
+
+def test_failed_quote_hands_over_without_asking_answerability(index):
+    llm = FakeLLM([BAD_QUOTE])
+    trace = make_assistant(index, llm).run(GROUNDED_Q)
+    assert trace.decision is AssistantDecision.HAND_OVER
+    assert trace.step("grounded answer").verdict == "fail"
+    assert trace.step("answerability").verdict == "skipped"
+    assert not llm.probes
+
+
+def test_answer_without_quotes_hands_over(index):
+    trace = make_assistant(index, FakeLLM([NO_QUOTES])).run(GROUNDED_Q)
+    assert trace.decision is AssistantDecision.HAND_OVER
+    assert trace.step("grounded answer").note == "no quotes"
+
+
+def test_low_answerability_hands_over(index):
+    trace = make_assistant(index, FakeLLM([GOOD], p_yes=0.3)).run(GROUNDED_Q)
+    assert trace.decision is AssistantDecision.HAND_OVER
+    assert trace.step("answerability").verdict == "fail"
+
+
+def test_unfitted_threshold_leaves_the_decision_pending_and_decide_needs_no_model(index):
+    llm = FakeLLM([GOOD], p_yes=0.9)
+    assistant = make_assistant(index, llm, threshold=math.nan)
+    trace = assistant.run(GROUNDED_Q)
+    assert trace.decision is None and "PENDING" in trace.render()
+    assistant.answerability_threshold = 0.95
+    assert assistant.decide(trace).decision is AssistantDecision.HAND_OVER
+    assistant.answerability_threshold = 0.85
+    decided = assistant.decide(trace)
+    assert decided.decision is AssistantDecision.ANSWER
+    assert [s.name for s in decided.steps] == ["boundary", "retrieval", "grounded answer", "answerability"]
+    assert len(llm.chats) == 1 and len(llm.probes) == 1
+
+
+def test_trace_renders_every_step_with_its_numbers(index):
+    trace = make_assistant(index, FakeLLM([GOOD])).run(GROUNDED_Q)
+    text = str(trace)
+    assert text == trace.render()
+    for piece in ("Q: " + GROUNDED_Q, "boundary", "retrieval", "grounded answer", "answerability",
+                  "P(yes) 0.900", "threshold 0.500", "=> ANSWER (verified quotes and answerable)", "\u2713"):
+        assert piece in text
+    page = trace._repr_html_()
+    assert page.startswith("<p><b>Q:</b>") and "ANSWER" in page and "<table>" in page
+
+
+def test_answerability_sums_both_spellings_and_reports_off_label_mass():
+    llm = FakeLLM(p_yes=0.8, other=0.2)
+    result = answerability_probability(llm, "How big?", {"a/b": "Four members."})
+    assert result.probability == pytest.approx(0.8)
+    assert result.off_label_mass == pytest.approx(0.2)
+    assert set(llm.probes[0]["score_tokens"]) == {"yes", "no", "Yes", "No"}
+    messages = answerability_messages("How big?", {"a/b": "Four members."})
+    assert messages[0]["content"] == ANSWERABILITY_SYSTEM_PROMPT
+    assert "[a/b]\nFour members." in messages[1]["content"]
+    assert ANSWERABILITY_QUESTION in messages[1]["content"]
+
+
+def test_answerability_is_nan_when_neither_answer_is_visible():
+    class Blind(FakeLLM):
+        def next_token_logprobs(self, messages, **kwargs):
+            return NextTokenLogprobs(top=(), scores={})
+
+    result = answerability_probability(Blind(), "How big?", {"a/b": "Four members."})
+    assert math.isnan(result.probability) and result.off_label_mass == 1.0
+
+
+def test_quotes_verified_needs_a_valid_answer_with_every_quote_found(index):
+    assert not quotes_verified(None)
+    good = make_assistant(index, FakeLLM([GOOD])).run(GROUNDED_Q).grounding
+    assert quotes_verified(good)
+
+
+def test_answerability_threshold_fits_only_on_probed_traces(index):
+    traces = [make_assistant(index, FakeLLM([GOOD], p_yes=p), threshold=math.nan).run(GROUNDED_Q)
+              for p in (0.95, 0.9, 0.6, 0.4)]
+    skipped = make_assistant(index, FakeLLM(), threshold=math.nan).run(OUT_Q)  # no probability: ignored
+    t = fit_answerability_threshold(traces + [skipped], [True, True, False, True, True], target_precision=0.9)
+    assert t == pytest.approx(0.9)
+    with pytest.warns(R.UnreachableTargetWarning):
+        t = fit_answerability_threshold(traces, [False] * 4)
+    assert t > 0.95
+    with pytest.raises(ValueError, match="length"):
+        fit_answerability_threshold(traces, [True])
+    with pytest.raises(ValueError, match="no trace"):
+        fit_answerability_threshold([skipped], [True])
+
+
+def test_fit_gates_and_ask_gate_on_dev_frame(index):
+    dev = pd.DataFrame({
+        "question": [GROUNDED_Q, "How many members are on the committee?", OUT_Q, "Tell me a joke about cats",
+                     ASK_Q, NOTHING_Q, "What does the advisor chair?"],
+        "type": ["answerable", "answerable", "out_of_scope", "out_of_scope", "answerable", "unanswerable",
+                 "answerable"],
+        "section_ids": [["handbook/thesis-committee"], ["handbook/thesis-committee"], [], [],
+                        ["handbook/qualifying-exam"], [], ["handbook/thesis-committee"]],
+    })
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", R.UnreachableTargetWarning)
+        boundary, retrieval = fit_gates(dev, index=index, example_questions=EXAMPLES, embed=fake_embed)
+        assert not math.isnan(boundary.threshold) and not math.isnan(retrieval.score_threshold)
+        ask = fit_ask_gate(dev, boundary, retrieval, index=index, example_questions=EXAMPLES, embed=fake_embed,
+                           n_offer=2, target_precision=0.5)
+    assert not math.isnan(ask.threshold)
+
+
+def test_answer_is_right_rules(index):
+    trace = make_assistant(index, FakeLLM([GOOD])).run(GROUNDED_Q)  # answer "At least four members"
+    assert answer_is_right(trace, "answerable", "four members") is True
+    assert answer_is_right(trace, "answerable", "five members") is False
+    assert answer_is_right(trace, "unanswerable", "") is False
+    assert answer_is_right(trace, "answerable", "two faculty members and one graduate student") is None
+    no_answer = make_assistant(index, FakeLLM()).run(OUT_Q)
+    assert answer_is_right(no_answer, "answerable", "four members") is None
+
+
+def test_decision_table_has_fixed_rows_and_columns(index):
+    assistant = make_assistant(index, FakeLLM([GOOD]))
+    traces = assistant.run_many([GROUNDED_Q, OUT_Q, ASK_Q, NOTHING_Q])
+    table = decision_table(traces, ["answerable", "out_of_scope", "answerable", "unanswerable"])
+    assert list(table.index) == ["answerable", "unanswerable", "out_of_scope"]
+    assert list(table.columns) == ["ANSWER", "ASK", "OUT_OF_SCOPE", "HAND_OVER"]
+    assert table.loc["answerable", "ANSWER"] == 1 and table.loc["answerable", "ASK"] == 1
+    assert table.loc["out_of_scope", "OUT_OF_SCOPE"] == 1 and table.loc["unanswerable", "HAND_OVER"] == 1
+    assert int(table.to_numpy().sum()) == 4
+    with pytest.raises(ValueError):
+        decision_table(traces, ["answerable"])
+
+
+def test_bad_arguments_are_refused(index):
+    with pytest.raises(ValueError, match="n_sources"):
+        Assistant(llm=FakeLLM(), index=index, sections=TEXTS, example_questions=EXAMPLES, embed=fake_embed,
+                  boundary_gate=R.Gate(threshold=0.2),
+                  retrieval_gate=R.RetrievalGate(score_threshold=0.35, margin_threshold=0.2),
+                  ask_gate=R.Gate(threshold=0.25), n_sources=0)
+    with pytest.raises(RuntimeError, match="ask_gate"):
+        Assistant(llm=FakeLLM(), index=index, sections=TEXTS, example_questions=np.asarray(fake_embed(EXAMPLES)),
+                  embed=fake_embed, boundary_gate=R.Gate(threshold=0.2),
+                  retrieval_gate=R.RetrievalGate(score_threshold=0.35, margin_threshold=0.2), ask_gate=R.Gate())
+
+
+def test_repr_is_the_readable_trace_not_a_dump(index):
+    trace = make_assistant(index, FakeLLM([GOOD])).run(GROUNDED_Q)
+    assert repr(trace) == trace.render()
+    assert "Completion(" not in repr(trace)
