@@ -175,10 +175,6 @@ def _distributions_sharing_a_prefix(backend: EmbeddedLLM, requests: Sequence[lis
     on the requests, never on what was asked before, so the numbers are reproducible.
     """
     encoded = [backend._prompt_ids(messages, "") for messages in requests]
-    for ids, _ in encoded:
-        if len(ids) + reserve > backend.n_ctx:
-            raise ValueError(f"the prompt has {len(ids)} tokens and {reserve} more were asked for, "
-                             f"but the context holds {backend.n_ctx}")
     first, shared = encoded[0]
     common = min(len(ids) for ids, _ in encoded) - 1  # every request keeps at least its last token
     for ids, _ in encoded[1:]:
@@ -189,7 +185,8 @@ def _distributions_sharing_a_prefix(backend: EmbeddedLLM, requests: Sequence[lis
             backend._evaluate(ids, own_shared, reserve=reserve)
             distributions.append(log_softmax(backend._last_logits()))
         return distributions
-    backend._evaluate(first[:common], shared, reserve=reserve)
+    longest = max(len(ids) for ids, _ in encoded)  # _evaluate checks that the longest request fits
+    backend._evaluate(first[:common], shared, reserve=reserve + longest - common)
     distributions = []
     for ids, _ in encoded:
         backend._llama.n_tokens = common

@@ -194,23 +194,33 @@ def outcomes(
     corr = _check_binary(correct, "correct")
     if corr.size != routed.size:
         raise ValueError(f"decisions and correct must have the same length, got {routed.size} and {corr.size}")
-    acted = routed == Decision.ACT
-    asked = routed == Decision.ASK
-    ask_in_options = math.nan
+    offered = None
     if in_options is not None:
         offered = _check_binary(in_options, "in_options")
         if offered.size != routed.size:
             raise ValueError(
                 f"in_options and decisions must have the same length, got {offered.size} and {routed.size}"
             )
-        ask_in_options = float(offered[asked].mean()) if asked.any() else math.nan
+    return {"n": routed.size, **_rates(*_route_masks(routed), corr, offered)}
+
+
+_OUTCOME_KEYS = ("share_act", "act_accuracy", "share_ask", "ask_in_options", "share_hand_over")
+
+
+def _route_masks(routed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Boolean masks of the ACT, ASK and HAND_OVER items of a checked decision array."""
+    return routed == Decision.ACT, routed == Decision.ASK, routed == Decision.HAND_OVER
+
+
+def _rates(acted: np.ndarray, asked: np.ndarray, handed: np.ndarray, corr: np.ndarray,
+           offered: np.ndarray | None) -> dict[str, float]:
+    """The five rates of :func:`outcomes` from checked arrays of equal length (NaN over an empty group)."""
     return {
-        "n": routed.size,
         "share_act": float(acted.mean()),
         "act_accuracy": float(corr[acted].mean()) if acted.any() else math.nan,
         "share_ask": float(asked.mean()),
-        "ask_in_options": ask_in_options,
-        "share_hand_over": float((routed == Decision.HAND_OVER).mean()),
+        "ask_in_options": float(offered[asked].mean()) if offered is not None and asked.any() else math.nan,
+        "share_hand_over": float(handed.mean()),
     }
 
 
@@ -227,7 +237,7 @@ def bootstrap_outcomes(
     Why not ``lib.calibration.bootstrap_interval(lambda ...: outcomes(...)[key], ...)``: that
     re-validates every resample and runs once per outcome; this resamples the rows once per
     replicate (``numpy.random.default_rng(seed).integers``, like ``bootstrap_interval``) and
-    computes all outcomes from the same resample, so the intervals of, say, ``share_act`` and
+    computes all outcomes from the same resample with the same rates as :func:`outcomes`, so the intervals of, say, ``share_act`` and
     ``act_accuracy`` belong together. Rates over a group that is empty in a resample are left
     out of that outcome's interval (NaN-aware percentiles).
 
@@ -243,25 +253,18 @@ def bootstrap_outcomes(
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
     routed = _check_decisions(decisions)
     corr = _check_binary(correct, "correct")
-    acted, asked = routed == Decision.ACT, routed == Decision.ASK
-    handed = routed == Decision.HAND_OVER
     offered = _check_binary(in_options, "in_options") if in_options is not None else None
+    acted, asked, handed = _route_masks(routed)
     rng = np.random.default_rng(seed)
-    keys = ("share_act", "act_accuracy", "share_ask", "ask_in_options", "share_hand_over")
-    replicates = np.full((n, len(keys)), np.nan)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        for b in range(n):
-            rows = rng.integers(0, routed.size, size=routed.size)
-            a, k = acted[rows], asked[rows]
-            replicates[b, 0] = a.mean()
-            replicates[b, 1] = corr[rows][a].sum() / a.sum() if a.any() else np.nan
-            replicates[b, 2] = k.mean()
-            if offered is not None and k.any():
-                replicates[b, 3] = offered[rows][k].sum() / k.sum()
-            replicates[b, 4] = handed[rows].mean()
+    replicates = np.full((n, len(_OUTCOME_KEYS)), np.nan)
+    for b in range(n):
+        rows = rng.integers(0, routed.size, size=routed.size)
+        rates = _rates(acted[rows], asked[rows], handed[rows], corr[rows],
+                       offered[rows] if offered is not None else None)
+        replicates[b] = [rates[key] for key in _OUTCOME_KEYS]
     tail = (1.0 - level) / 2.0
     table = []
-    for j, key in enumerate(keys):
+    for j, key in enumerate(_OUTCOME_KEYS):
         column = replicates[:, j]
         column = column[np.isfinite(column)]
         low, high = (np.quantile(column, [tail, 1.0 - tail]) if column.size else (math.nan, math.nan))
