@@ -470,24 +470,40 @@ def cyclic_orders(n: int, n_orders: int) -> list[list[int]]:
     return [[(i + shift) % n for i in range(n)] for shift in (o * n // n_orders for o in range(n_orders))]
 
 
-def contextual_calibration(probs: np.ndarray, prior: np.ndarray) -> np.ndarray:
+def contextual_calibration(probs: np.ndarray, prior: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
     """Divide out the model's prior over options (Zhao et al., 2021) and renormalise.
 
     probs and prior: shape (..., n_options), rows summing to 1. The prior is what the model
     answers for a content-free message with the same options; a letter it favours for no
     reason is scaled down by exactly that favour.
+
+    keep: an optional boolean mask of options to leave as the model gave them. An abstain
+    option ("none of these") needs it: a content-free message *should* choose that option,
+    so dividing by its prior would remove the very signal it carries. Only the other options
+    are divided by their prior, and they share the probability the kept ones leave.
     """
-    scaled = np.asarray(probs, dtype=np.float64) / np.clip(np.asarray(prior, dtype=np.float64), 1e-12, None)
-    return scaled / scaled.sum(axis=-1, keepdims=True)
+    probs = np.asarray(probs, dtype=np.float64)
+    scaled = probs / np.clip(np.asarray(prior, dtype=np.float64), 1e-12, None)
+    if keep is None:
+        return scaled / scaled.sum(axis=-1, keepdims=True)
+    keep = np.asarray(keep, dtype=bool)
+    if keep.shape != probs.shape[-1:]:
+        raise ValueError(f"keep must be a mask over the {probs.shape[-1]} options, got shape {keep.shape}")
+    corrected = scaled[..., ~keep]
+    share = probs[..., ~keep].sum(axis=-1, keepdims=True)
+    out = probs.copy()
+    out[..., ~keep] = corrected / corrected.sum(axis=-1, keepdims=True) * share
+    return out
 
 
 def shortlist_probabilities(orders: np.ndarray, content_free: np.ndarray | None = None,
-                            debias: Debias = "calibrate") -> np.ndarray:
+                            debias: Debias = "calibrate", keep: np.ndarray | None = None) -> np.ndarray:
     """Option probabilities after a debiasing choice, from per-ordering probabilities.
 
     orders: (n_orders, n_options) probabilities, each row aligned to the same candidate
     list (not to letters). "none": the first ordering only; "permute": the mean over
-    orderings; "calibrate": contextual calibration per ordering, then the mean.
+    orderings; "calibrate": contextual calibration per ordering (leaving the options in
+    `keep` uncorrected, see `contextual_calibration`), then the mean.
     """
     orders = np.asarray(orders, dtype=np.float64)
     if debias == "none":
@@ -497,7 +513,7 @@ def shortlist_probabilities(orders: np.ndarray, content_free: np.ndarray | None 
     if debias == "calibrate":
         if content_free is None:
             raise ValueError("debias='calibrate' needs the content-free probabilities")
-        return contextual_calibration(orders, content_free).mean(axis=0)
+        return contextual_calibration(orders, content_free, keep).mean(axis=0)
     raise ValueError(f"debias must be 'none', 'permute' or 'calibrate', got {debias!r}")
 
 

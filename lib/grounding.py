@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from lib.llm import LLM, Completion, Message
 from lib.quotes import GroundedAnswer, QuoteVerdict, verify_answer
-from lib.structured import ask_structured
+from lib.structured import StructuredResult, ask_structured
 
 GROUNDING_SYSTEM_PROMPT = (
     "You answer questions about the Quillmere Institute of Technology using ONLY the sections "
@@ -33,25 +33,22 @@ DEFAULT_MAX_TOKENS = 300
 
 
 @dataclass(frozen=True)
-class GroundingResult:
-    """A grounded answer and the verdict on each of its quotes.
+class GroundingResult(StructuredResult[GroundedAnswer]):
+    """A grounded answer (`StructuredResult.value`), the question, and the verdict on each quote.
 
-    `answer` is the validated `GroundedAnswer`, or None when the model failed to produce
-    one in two attempts (`errors` says why). `completions` holds every reply (for token
-    counts and log-probabilities). `verdicts` holds one `QuoteVerdict` per quote, in the
-    answer's order (empty when there is no answer).
+    `value` (also readable as `answer`) is the validated `GroundedAnswer`, or None when the
+    model failed to produce one in two attempts (`errors` says why); `ok` says which.
+    `verdicts` holds one `QuoteVerdict` per quote, in the answer's order (empty when there is
+    no answer).
     """
 
     question: str
-    answer: GroundedAnswer | None
-    completions: tuple[Completion, ...]
     verdicts: tuple[QuoteVerdict, ...]
-    errors: tuple[str, ...]
 
     @property
-    def ok(self) -> bool:
-        """True when the model produced a valid answer (whatever its quotes' verdicts)."""
-        return self.answer is not None
+    def answer(self) -> GroundedAnswer | None:
+        """The validated answer, or None."""
+        return self.value
 
     @property
     def completion(self) -> Completion:
@@ -100,4 +97,4 @@ def grounded_answer(
     verdicts: Sequence[QuoteVerdict] = ()
     if result.value is not None:
         verdicts = verify_answer(result.value, dict(sections), max_gap=max_gap)
-    return GroundingResult(question, result.value, result.completions, tuple(verdicts), result.errors)
+    return GroundingResult(result.value, result.completions, result.errors, question=question, verdicts=tuple(verdicts))

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import z3
 from pydantic import BaseModel, Field
 
-if TYPE_CHECKING:
-    from lib.llm import LLM, Completion
+from lib.llm import LLM, Completion
+from lib.structured import StructuredResult, ask_structured
 
 
 class CommitteeMember(BaseModel):
@@ -405,22 +404,18 @@ EXTRACTION_SYSTEM_PROMPT = (
 
 
 @dataclass(frozen=True)
-class ExtractionResult:
-    """The committee facts the model extracted, or why it failed.
+class ExtractionResult(StructuredResult[CommitteeExtraction]):
+    """The committee extraction as `ask_structured` returned it, read as a list of members.
 
     `members` is None when no valid extraction came back in two attempts (`errors` says
     why); the committee is then *not* checked, because a guessed record would let a
-    misread decide the verdict. `completions` holds every reply.
+    misread decide the verdict.
     """
 
-    members: list[CommitteeMember] | None
-    completions: tuple[Completion, ...]
-    errors: tuple[str, ...]
-
     @property
-    def ok(self) -> bool:
-        """True when the model produced a valid list of members."""
-        return self.members is not None
+    def members(self) -> list[CommitteeMember] | None:
+        """The extracted members, in the order the model gave them, or None."""
+        return None if self.value is None else list(self.value.members)
 
 
 def extraction_messages(description: str, home_department: str) -> list[dict[str, str]]:
@@ -441,12 +436,9 @@ def extract_committee(llm: LLM, description: str, home_department: str, *, max_t
     after that it is an extraction failure. The model only extracts: deciding whether the
     committee is valid is `check_committee`'s job.
     """
-    from lib.structured import ask_structured  # lib.structured imports the model layer; keep rules light
-
     messages = extraction_messages(description, home_department)
     result = ask_structured(llm, messages, CommitteeExtraction, max_tokens=max_tokens)
-    members = None if result.value is None else list(result.value.members)
-    return ExtractionResult(members, result.completions, result.errors)
+    return ExtractionResult(result.value, result.completions, result.errors)
 
 
 def extraction_differences(extracted: Sequence[CommitteeMember], gold: Sequence[CommitteeMember]) -> list[str]:

@@ -24,7 +24,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from lib.decisions import (Decider, Decision, FullListDecider, IntentRetriever, LogRegDecider,
+from lib.datasets import OUT_OF_SCOPE
+from lib.decisions import (Debias, Decider, Decision, FullListDecider, IntentRetriever, LogRegDecider,
                            NearestNeighbourDecider, ShortlistDecider, shortlist_probabilities)
 from lib.llm import library_versions
 
@@ -237,7 +238,8 @@ def load_results(task: str, split: str, method: str, results_dir: Path = RESULTS
     {step}_options and {step}_probs. Method details become columns too: full: p_group,
     p_intent, three_token_share; shortlist: orders, order_probs, content_free,
     letters_chosen, similarities, and probs_first, probs_permuted, probs_calibrated (each
-    aligned with candidates) with pred_/confidence_ for each; knn: similarity, margin.
+    aligned with candidates) with pred_/confidence_ for each, plus the same for
+    calibrated_intents where "none of these" was offered; knn: similarity, margin.
     """
     path = results_path(task, split, method, results_dir)
     _, rows = _read_lines(path)
@@ -260,15 +262,23 @@ def load_results(task: str, split: str, method: str, results_dir: Path = RESULTS
 
 
 def _shortlist_variants(row: dict[str, Any]) -> dict[str, Any]:
-    """The shortlist decision before and after each position-bias correction."""
+    """The shortlist decision before and after each position-bias correction.
+
+    With a "none of these" option there is a fourth variant, "calibrated_intents": contextual
+    calibration of the intent options only, leaving "none of these" as the orderings gave it.
+    """
     orders = np.asarray(row["order_probs"])
     content_free = np.asarray(row["content_free"]) if row["content_free"] else None
-    variants = {"first": "none", "permuted": "permute", "calibrated": "calibrate"}
+    none_offered = np.asarray(row["candidates"]) == OUT_OF_SCOPE
+    variants: dict[str, tuple[Debias, np.ndarray | None]] = {
+        "first": ("none", None), "permuted": ("permute", None), "calibrated": ("calibrate", None)}
+    if none_offered.any():
+        variants["calibrated_intents"] = ("calibrate", none_offered)
     out: dict[str, Any] = {}
-    for name, debias in variants.items():
+    for name, (debias, keep) in variants.items():
         if debias == "calibrate" and content_free is None:
             continue
-        probs = shortlist_probabilities(orders, content_free, debias)
+        probs = shortlist_probabilities(orders, content_free, debias, keep)
         best = int(np.argmax(probs))
         out[f"probs_{name}"] = probs
         out[f"pred_{name}"] = row["candidates"][best]

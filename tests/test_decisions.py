@@ -135,6 +135,22 @@ def test_contextual_calibration_removes_a_letter_prior():
         shortlist_probabilities(np.array([biased]), None, "calibrate")
 
 
+def test_contextual_calibration_can_leave_an_abstain_option_alone():
+    prior = np.array([0.05, 0.15, 0.8])  # "N/A" rightly prefers the last option, "none of these"
+    probs = np.array([0.2, 0.3, 0.5])
+    everything = contextual_calibration(probs, prior)
+    assert everything[2] < 0.15  # dividing by its prior all but removes "none of these"
+    kept = contextual_calibration(probs, prior, keep=np.array([False, False, True]))
+    assert kept[2] == pytest.approx(0.5)  # left as the model gave it
+    # the intents share the other 0.5 in proportion to probability / prior: 4 to 2
+    assert kept[:2] == pytest.approx([0.5 * 4 / 6, 0.5 * 2 / 6])
+    both_orders = shortlist_probabilities(np.array([probs, probs]), np.array([prior, prior]), "calibrate",
+                                          keep=np.array([False, False, True]))
+    assert both_orders == pytest.approx(kept)
+    with pytest.raises(ValueError, match="mask over the 3 options"):
+        contextual_calibration(probs, prior, keep=np.array([True, False]))
+
+
 def test_significant_keeps_tiny_probabilities():
     assert significant(1.23456789e-9) == pytest.approx(1.23457e-9)
     assert significant(0.5) == 0.5

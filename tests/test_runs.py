@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import pytest
 
+from lib.datasets import OUT_OF_SCOPE
 from lib.decisions import Decision, Step
 from lib.runs import (load_results, load_split, processing_order, results_header, results_path, run_progress,
                       run_split)
@@ -127,6 +128,26 @@ def test_shortlist_variants_from_saved_probabilities(tmp_path):
     assert row["pred_first"] == "card_linking"
     assert np.allclose(row["probs_permuted"], [0.4, 0.6])
     assert row["pred_calibrated"] == "card_arrival"  # the prior for B explained its lead away
+
+
+def test_none_of_these_gets_a_variant_that_leaves_it_uncalibrated(tmp_path):
+    class ShortlistWithNone(FakeDecider):
+        method = "shortlist"
+
+        def decide(self, text: str) -> Decision:
+            candidates = ("card_arrival", OUT_OF_SCOPE)
+            step = Step("option", candidates, (0.3, 0.7), 0.0)
+            return Decision(label="card_arrival", code="A", confidence=0.8, steps=(step,), off_label_mass=0.0,
+                            candidates=candidates, candidate_probs=(0.8, 0.2), seconds=0.0,
+                            details={"orders": [[0, 1], [0, 1]], "order_probs": [[0.3, 0.7], [0.3, 0.7]],
+                                     "content_free": [[0.1, 0.9], [0.1, 0.9]]})
+
+    run_split("banking77", "calibration", "shortlist", decider=ShortlistWithNone(), limit=1, results_dir=tmp_path,
+              progress=False)
+    row = load_results("banking77", "calibration", "shortlist", tmp_path).iloc[0]
+    assert row["pred_calibrated"] == "card_arrival"  # dividing by "N/A"'s 0.9 sinks "none of these"
+    assert row["pred_calibrated_intents"] == OUT_OF_SCOPE
+    assert np.allclose(row["probs_calibrated_intents"], [0.3, 0.7])
 
 
 def test_batched_deciders_write_the_same_file(tmp_path):
