@@ -89,6 +89,8 @@ class AssistantDecision(str, Enum):
 
 
 DECISIONS: tuple[str, ...] = tuple(d.value for d in AssistantDecision)
+PENDING = "PENDING"
+"""The decision name a trace shows before the answerability threshold is fitted."""
 
 ANSWERABILITY_SYSTEM_PROMPT = (
     "You check whether the given sections of the Quillmere Institute of Technology's documents "
@@ -194,16 +196,6 @@ def _gold_ids(value: Any) -> list[str]:
     return [] if value is None or (isinstance(value, float) and math.isnan(value)) else list(value)
 
 
-def _offered(hits: Sequence[R.Hit], n: int) -> tuple[tuple[str, str], ...]:
-    """The first `n` distinct sections among `hits`, as (section id, heading)."""
-    offered: dict[str, str] = {}
-    for hit in hits:
-        offered.setdefault(hit.chunk.section_id, hit.chunk.heading)
-        if len(offered) == n:
-            break
-    return tuple(offered.items())
-
-
 def fit_ask_gate(
     dev: pd.DataFrame,
     boundary_gate: R.Gate,
@@ -229,9 +221,9 @@ def fit_ask_gate(
     if not rows:
         raise ValueError("fit_ask_gate: no dev question fails the retrieval gate after passing the boundary")
     subset = dev.iloc[rows]
-    all_hits = index.search_many(subset["question"].tolist(), k=max(4 * n_offer, n_offer))
-    helps = [row.type == "answerable" and bool(set(_gold_ids(row.section_ids)) & {s for s, _ in _offered(h, n_offer)})
-             for row, h in zip(subset.itertuples(), all_hits)]
+    helps = [row.type == "answerable"
+             and bool(set(_gold_ids(row.section_ids)) & {s for s, _ in verdicts[i].ranked_sections[:n_offer]})
+             for i, row in zip(rows, subset.itertuples())]
     top = [verdicts[i].top_score for i in rows]
     return R.Gate(target_precision=target_precision).fit(top, helps)
 
@@ -314,6 +306,11 @@ class Trace:
         """The grounded answer's text, if the model produced one."""
         return self.grounding.answer.answer if self.grounding is not None and self.grounding.ok else None
 
+    @property
+    def decision_name(self) -> str:
+        """The decision's name, or "PENDING" while the answerability threshold is not fitted."""
+        return self.decision.value if self.decision else PENDING
+
     def step(self, name: str) -> Step:
         """The step called `name` ("boundary", "retrieval", "grounded answer" or "answerability")."""
         for s in self.steps:
@@ -329,7 +326,7 @@ class Trace:
             lines.append(f"  [{s.verdict:^7}] {s.name:<16} {numbers}" + (f"  ({s.note})" if s.note else ""))
             if s.name == "grounded answer" and self.grounding is not None and self.grounding.ok:
                 lines.extend("      " + line for line in render_verdicts(self.grounding.verdicts).splitlines())
-        lines.append(f"  => {self.decision.value if self.decision else 'PENDING'} ({self.why}): {self.reply}")
+        lines.append(f"  => {self.decision_name} ({self.why}): {self.reply}")
         return "\n".join(lines)
 
     __str__ = render
@@ -343,11 +340,10 @@ class Trace:
             numbers = "<br>".join(f"{html.escape(k)} <code>{html.escape(_fmt(v))}</code>" for k, v in s.numbers.items())
             rows.append(f'<tr><td>{html.escape(s.name)}</td><td style="color:{colour[s.verdict]};font-weight:bold">'
                         f"{s.verdict}</td><td>{numbers}</td><td>{html.escape(s.note)}</td></tr>")
-        decision = self.decision.value if self.decision else "PENDING"
         return (f"<p><b>Q:</b> {html.escape(self.question)}</p><table><tr><th>step</th><th>verdict</th>"
                 f"<th>numbers</th><th>note</th></tr>{''.join(rows)}</table>"
                 f"<pre>{html.escape(render_verdicts(self.grounding.verdicts)) if self.grounding and self.grounding.ok else ''}</pre>"
-                f"<p><b>{decision}</b> ({html.escape(self.why)}): {html.escape(self.reply)}</p>")
+                f"<p><b>{self.decision_name}</b> ({html.escape(self.why)}): {html.escape(self.reply)}</p>")
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -405,10 +401,9 @@ class Assistant:
         verdicts = R.route_many(texts, self.boundary_gate, self.retrieval_gate, index=self.index,
                                 example_questions=self.example_questions, embed=self.embed,
                                 n_sources=self.n_sources)
-        hits = self.index.search_many(texts, k=min(len(self.index.chunks), 4 * self.n_offer)) if texts else []
-        return [self._run_one(v, h) for v, h in zip(verdicts, hits)]
+        return [self._run_one(v) for v in verdicts]
 
-    def _run_one(self, verdict: R.RoutingVerdict, hits: Sequence[R.Hit]) -> Trace:
+    def _run_one(self, verdict: R.RoutingVerdict) -> Trace:
         boundary = Step("boundary", verdict.failed_gate != "boundary",
                         {"best similarity": verdict.boundary_score, "threshold": verdict.boundary_threshold},
                         "like the in-scope examples" if verdict.failed_gate != "boundary" else "unlike every in-scope example")
@@ -418,7 +413,7 @@ class Assistant:
                           "margin": verdict.margin, "margin threshold": verdict.margin_threshold,
                           "ask threshold": self.ask_gate.threshold},
                          f"top section {verdict.top_section_id}, runner-up {verdict.runner_up_section_id}")
-        offered = _offered(hits, self.n_offer)
+        offered = verdict.ranked_sections[: self.n_offer]
         grounding: GroundingResult | None = None
         probe: Answerability | None = None
         if verdict.failed_gate is None:
@@ -509,8 +504,8 @@ def decision_table(traces: Sequence[Trace], question_types: Sequence[str]) -> pd
     if len(traces) != len(question_types):
         raise ValueError(f"traces ({len(traces)}) and question_types ({len(question_types)}) differ in length")
     frame = pd.DataFrame({"type": list(question_types),
-                          "decision": [t.decision.value if t.decision else "PENDING" for t in traces]})
-    columns = list(DECISIONS) + (["PENDING"] if (frame["decision"] == "PENDING").any() else [])
+                          "decision": [t.decision_name for t in traces]})
+    columns = list(DECISIONS) + ([PENDING] if (frame["decision"] == PENDING).any() else [])
     table = pd.crosstab(frame["type"], frame["decision"]).reindex(
         index=["answerable", "unanswerable", "out_of_scope"], columns=columns, fill_value=0)
     return table.rename_axis(index="question type", columns="decision")

@@ -877,7 +877,9 @@ class RoutingVerdict:
     failed_gate is the first check that failed, in pipeline order: "boundary",
     "retrieval_score", "retrieval_margin", or None (GROUNDED). `sources` are section ids,
     non-empty only for GROUNDED. Retrieval numbers are computed even when the boundary
-    fails, so a trace always shows all of them.
+    fails, so a trace always shows all of them. `ranked_sections` holds (section id,
+    heading) of every section in retrieval order, best first, each once: what a
+    clarifying question can offer, without searching again.
     """
 
     question: str
@@ -893,6 +895,7 @@ class RoutingVerdict:
     top_section_id: str | None
     runner_up_section_id: str | None
     sources: tuple[str, ...] = field(default=())
+    ranked_sections: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def message(self) -> str:
@@ -944,8 +947,17 @@ def route_many(
             score_threshold=retrieval_gate.score_threshold, margin_threshold=retrieval_gate.margin_threshold,
             failed_gate=failed, top_section_id=f["top_section_id"],
             runner_up_section_id=f["runner_up_section_id"], sources=sources,
+            ranked_sections=_ranked_sections(hits),
         ))
     return verdicts
+
+
+def _ranked_sections(hits: Sequence[Hit]) -> tuple[tuple[str, str], ...]:
+    """(section id, heading) of each section among `hits`, in hit order, first occurrence only."""
+    ranked: dict[str, str] = {}
+    for hit in hits:
+        ranked.setdefault(hit.chunk.section_id, hit.chunk.heading)
+    return tuple(ranked.items())
 
 
 def route_question(

@@ -190,6 +190,16 @@ def outcomes(
         whose right label is among the offered options). A rate over an empty group, or
         ``ask_in_options`` without ``in_options``, is NaN.
     """
+    routed, corr, offered = _checked_outcome_inputs(decisions, correct, in_options)
+    return {"n": routed.size, **_rates(*_route_masks(routed), corr, offered)}
+
+
+def _checked_outcome_inputs(
+    decisions: Sequence[Decision | str] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    in_options: Sequence[bool] | np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The arguments of :func:`outcomes` as checked arrays of one length (in_options may be None)."""
     routed = _check_decisions(decisions)
     corr = _check_binary(correct, "correct")
     if corr.size != routed.size:
@@ -201,7 +211,7 @@ def outcomes(
             raise ValueError(
                 f"in_options and decisions must have the same length, got {offered.size} and {routed.size}"
             )
-    return {"n": routed.size, **_rates(*_route_masks(routed), corr, offered)}
+    return routed, corr, offered
 
 
 _OUTCOME_KEYS = ("share_act", "act_accuracy", "share_ask", "ask_in_options", "share_hand_over")
@@ -237,8 +247,8 @@ def bootstrap_outcomes(
     Why not ``lib.calibration.bootstrap_interval(lambda ...: outcomes(...)[key], ...)``: that
     re-validates every resample and runs once per outcome; this resamples the rows once per
     replicate (``numpy.random.default_rng(seed).integers``, like ``bootstrap_interval``) and
-    computes all outcomes from the same resample with the same rates as :func:`outcomes`, so the intervals of, say, ``share_act`` and
-    ``act_accuracy`` belong together. Rates over a group that is empty in a resample are left
+    computes all outcomes from the same resample with the same rates as :func:`outcomes`, so
+    the intervals of, say, ``share_act`` and ``act_accuracy`` belong together. Rates over a group that is empty in a resample are left
     out of that outcome's interval (NaN-aware percentiles).
 
     Returns:
@@ -247,14 +257,12 @@ def bootstrap_outcomes(
         :func:`outcomes` on all rows), ``low``, ``high`` and ``support`` (rows the rate is
         taken over: all rows for shares, the ACT or ASK rows for accuracies).
     """
-    value = outcomes(decisions, correct, in_options)
+    routed, corr, offered = _checked_outcome_inputs(decisions, correct, in_options)
     _check_positive_int(n, "n (number of resamples)")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
-    routed = _check_decisions(decisions)
-    corr = _check_binary(correct, "correct")
-    offered = _check_binary(in_options, "in_options") if in_options is not None else None
     acted, asked, handed = _route_masks(routed)
+    value = _rates(acted, asked, handed, corr, offered)
     rng = np.random.default_rng(seed)
     replicates = np.full((n, len(_OUTCOME_KEYS)), np.nan)
     for b in range(n):
