@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NB ?=
 
-.PHONY: setup run test record refresh results lab bench drift clean
+.PHONY: setup run test record refresh results lab smoke bench drift clean
 
 setup:
 	@bash setup/install.sh
@@ -22,8 +22,10 @@ refresh: setup        ## rewrite notebook outputs from recordings and the curren
 results: setup       ## run or resume the saved BANKING77 / CLINC150 runs (hours on 2 cores; resumable)
 	$(PY) setup/run_results.py
 
-lab: setup            ## open JupyterLab on notebooks/
-	.venv/bin/jupyter lab notebooks
+# --allow-root only as root (containers, cloud machines, CI); LAB_ARGS adds options, e.g. --port=8890.
+lab: setup            ## open JupyterLab on notebooks/ (the URL with its token is printed below)
+	@echo "Starting JupyterLab on notebooks/: open the URL ending in ?token=... that it prints below. Ctrl+C stops it."
+	.venv/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 bench: setup          ## speed ratios measured side by side in one run
 	$(PY) setup/bench.py
