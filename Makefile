@@ -27,6 +27,9 @@ lab: setup            ## open JupyterLab on notebooks/ (the URL with its token i
 	@echo "Starting JupyterLab on notebooks/: open the URL ending in ?token=... that it prints below. Ctrl+C stops it."
 	.venv/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
+smoke: setup          ## JupyterLab in headless Chromium: Run All in notebooks 00, 02, 08, 12 and those with widgets
+	$(PY) setup/smoke.py
+
 bench: setup          ## speed ratios measured side by side in one run
 	$(PY) setup/bench.py
 	$(PY) setup/bench_decisions.py
