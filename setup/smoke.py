@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -77,7 +78,9 @@ def lib_modules_with_widgets() -> set[str]:
 
 
 def uses_widgets(notebook: dict, widget_modules: set[str]) -> bool:
-    """Whether a notebook shows an ipywidgets widget: imports ipywidgets, or a lib module that does."""
+    """Whether a notebook shows an ipywidgets control: its code, or a lib module it uses, imports ipywidgets.
+
+    (A stored widget view alone does not count: tqdm's progress bars are widgets too.)"""
     for cell in notebook["cells"]:
         if cell["cell_type"] != "code":
             continue
@@ -87,9 +90,6 @@ def uses_widgets(notebook: dict, widget_modules: set[str]) -> bool:
         for module in widget_modules:
             if re.search(rf"\blib\.{module}\b|\bfrom\s+lib\s+import\s+[^\n]*\b{module}\b", code):
                 return True
-        if any("application/vnd.jupyter.widget-view+json" in output.get("data", {})
-               for output in cell.get("outputs", [])):
-            return True
     return False
 
 
@@ -414,6 +414,7 @@ class Result:
     total: float = 0.0         # opening, running and every widget
     widgets: int = 0
     images: int = 0
+    link: str = ""             # the notebook a clicked relative link opened
     failures: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -477,15 +478,42 @@ def check_widgets(driver, stem: str, result: Result) -> None:
         print(f"    widget {number} ({kind}): {action}; the output changed", flush=True)
 
 
-def smoke_one(driver, lab: Lab, path: Path) -> Result:
+def check_link(driver, result: Result) -> str:
+    """Click the first relative link to another notebook; it must open in a JupyterLab tab.
+
+    JupyterLab renders `[next](03-x.ipynb)` as a link to the server's /files/ URL and opens the
+    notebook in a tab on click, instead of the raw file, which is what this checks."""
+    from selenium.webdriver.common.by import By
+
+    for link in driver.find_elements(By.CSS_SELECTOR, f"{NOTEBOOK} .jp-MarkdownOutput a[href]"):
+        path = urllib.parse.unquote(urllib.parse.urlsplit(link.get_attribute("href")).path)
+        if path.startswith("/files/") and path.endswith(".ipynb"):
+            break
+    else:
+        return ""
+    target = path.rsplit("/", 1)[-1]
+    js(driver, "arguments[0].scrollIntoView({block: 'center'});", link)
+    link.click()
+    try:
+        wait_for(lambda: js(driver, "const t = document.querySelector("
+                                    "'.lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel');"
+                                    "return t && t.textContent.trim() === arguments[0];", target),
+                 30, f"the link to {target} to open it in a JupyterLab tab")
+    except TimeoutError as error:
+        result.failures.append(f"{error} (the page is now {driver.current_url})")
+    return target
+
+
+def smoke_one(driver, lab: Lab, path: Path, follow_link: bool = False) -> Result:
     from selenium.webdriver.common.by import By
 
     result = Result(path.name)
     stem = path.stem
     started = time.monotonic()
-    expected_cells = len(json.loads(path.read_text(encoding="utf-8"))["cells"])
-    expected_code = sum(cell["cell_type"] == "code"
-                        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"])
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    stored_metadata = stored["metadata"]
+    expected_cells = len(stored["cells"])
+    expected_code = sum(cell["cell_type"] == "code" for cell in stored["cells"])
     try:
         driver.get(f"{lab.url}/lab/tree/{path.name}?reset")
         wait_for(lambda: (lambda s: s and s["cells"] == expected_cells)(page_state(driver)), OPEN_TIMEOUT,
@@ -494,10 +522,10 @@ def smoke_one(driver, lab: Lab, path: Path) -> Result:
         dismiss_toasts(driver)
         time.sleep(2)  # JupyterLab writes the kernel's spec and language into the metadata on connect
         if page_state(driver)["dirtyTab"] or js(driver, "return jupyterapp.shell.currentWidget.context.model.dirty"):
-            diff = js(driver, """const m = jupyterapp.shell.currentWidget.context.model;
-                                 return JSON.stringify({kernelspec: m.getMetadata('kernelspec'),
-                                                        language_info: m.getMetadata('language_info')});""")
-            result.failures.append(f"marked modified on open (metadata now {diff})")
+            now = js(driver, "return jupyterapp.shell.currentWidget.context.model.sharedModel.getMetadata();")
+            changed = {key: {"stored": stored_metadata.get(key), "now": now.get(key)}
+                       for key in sorted(set(now) | set(stored_metadata)) if now.get(key) != stored_metadata.get(key)}
+            result.failures.append(f"marked modified on open; metadata JupyterLab changed: {changed}")
 
         menu(driver, "Edit", "editmenu:clear-all")
         wait_for(lambda: page_state(driver)["outputs"] == 0, 30, "every output to clear")
@@ -536,6 +564,8 @@ def smoke_one(driver, lab: Lab, path: Path) -> Result:
         time.sleep(0.5)
         driver.save_screenshot(str(SCREENSHOTS / f"{stem}.png"))
         check_widgets(driver, stem, result)
+        if follow_link:
+            result.link = check_link(driver, result)
     except Exception as error:  # a page that never got there: record it, screenshot it, go on
         result.failures.append(f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}")
         with contextlib.suppress(Exception):
@@ -585,11 +615,13 @@ def main() -> int:
         with jupyterlab(scratch) as lab, chromium(scratch) as driver:
             driver.get(f"{lab.url}/lab?token={lab.token}")  # sets the login cookie
             for path in paths:
-                result = smoke_one(driver, lab, path)
+                result = smoke_one(driver, lab, path, follow_link=not any(r.link for r in results))
                 results.append(result)
                 verdict = "ok" if not result.failures else "FAILED"
                 print(f"{result.name:<40} run all {result.seconds:6.1f} s  total {result.total:6.1f} s  "
                       f"{result.images:2d} images  {result.widgets:2d} widgets  {verdict}", flush=True)
+                if result.link:
+                    print(f"    a relative link opened {result.link} in a JupyterLab tab", flush=True)
                 for failure in result.failures:
                     print(f"    {failure}", flush=True)
     finally:
