@@ -4,9 +4,11 @@
     python setup/smoke.py --only 08 12   # just these (name prefixes)
 
 For each notebook: open it, check that opening did not mark it modified, clear every output, Run
-All through the menu, wait until the kernel is idle with no `[*]` prompt left, then check that no
-cell printed to stderr or showed a traceback, that every image loaded, and that moving each
-interactive widget (slider, dropdown, toggle, checkbox) changes what the notebook shows.
+All through the menu, wait until the kernel is idle with no `[*]` prompt left, then check that
+every code cell ran, that no cell printed to stderr or showed a traceback, that every image loaded,
+that moving each interactive widget (slider, dropdown, toggle, radio, checkbox, number box) changes
+what the notebook shows, and that the browser console logged no error. In the first notebook with
+a relative link to another notebook, clicking it must open that notebook in a JupyterLab tab.
 Screenshots go to build/smoke/. Model calls replay from recordings (WORKBOOK_MODE=replay), and
 JupyterLab runs with a throwaway settings folder and autosave off, so tracked files are never
 written: the run ends by checking `git status`.
@@ -274,6 +276,7 @@ def chromium(scratch: Path):
                      f"--user-data-dir={scratch / 'chromium'}"):
         options.add_argument(argument)
     options.set_capability("unhandledPromptBehavior", "accept")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the page's console, for errors
     service = Service(executable_path=CHROMEDRIVER, log_output=str(scratch / "chromedriver.log"))
     driver = webdriver.Chrome(options=options, service=service)
     driver_pid = service.process.pid
@@ -354,6 +357,19 @@ def wait_idle(driver, timeout: float, what: str) -> dict:
             raise TimeoutError(f"timed out waiting for {what}: the kernel kept going busy ({state})")
 
 
+def scroll_to_top(driver, element) -> None:
+    """Scroll the notebook until `element` sits at the top and stays there: cells above it are laid
+    out (content-visibility) only as they come into view, which moves it after the first scroll."""
+    for _ in range(10):
+        js(driver, "arguments[0].scrollIntoView({block: 'start'});", element)
+        time.sleep(0.3)
+        top = js(driver, "const outer = arguments[0].closest('.jp-WindowedPanel-outer');"
+                         "return arguments[0].getBoundingClientRect().top"
+                         " - (outer ? outer.getBoundingClientRect().top : 0);", element)
+        if abs(top) < 2:
+            return
+
+
 def menu(driver, menu_label: str, command: str) -> None:
     """Click `menu_label` in the menu bar, then its item that runs `command`, as a person would."""
     from selenium.webdriver.common.by import By
@@ -425,9 +441,10 @@ def move(driver, control, kind: str) -> str:
     from selenium.webdriver.support.ui import Select
 
     if kind == "slider":
+        at_max = control.get_attribute("aria-valuenow") == control.get_attribute("aria-valuemax")
         control.click()
-        control.send_keys(Keys.ARROW_RIGHT)
-        return "pressed → on the slider"
+        control.send_keys(Keys.ARROW_LEFT if at_max else Keys.ARROW_RIGHT)
+        return f"pressed {'←' if at_max else '→'} on the slider"
     if kind == "dropdown":
         select = Select(control)
         options = [option.text for option in select.options]
@@ -514,12 +531,15 @@ def smoke_one(driver, lab: Lab, path: Path, follow_link: bool = False) -> Result
     stored_metadata = stored["metadata"]
     expected_cells = len(stored["cells"])
     expected_code = sum(cell["cell_type"] == "code" for cell in stored["cells"])
+    with contextlib.suppress(Exception):
+        driver.get_log("browser")  # drop what earlier pages logged
     try:
         driver.get(f"{lab.url}/lab/tree/{path.name}?reset")
         wait_for(lambda: (lambda s: s and s["cells"] == expected_cells)(page_state(driver)), OPEN_TIMEOUT,
                  f"{expected_cells} cells on the page")
         wait_idle(driver, OPEN_TIMEOUT, "the kernel to start and read Idle")
         dismiss_toasts(driver)
+        js(driver, "jupyterapp.shell.collapseLeft();")  # the file browser: more room for the notebook
         time.sleep(2)  # JupyterLab writes the kernel's spec and language into the metadata on connect
         if page_state(driver)["dirtyTab"] or js(driver, "return jupyterapp.shell.currentWidget.context.model.dirty"):
             now = js(driver, "return jupyterapp.shell.currentWidget.context.model.sharedModel.getMetadata();")
@@ -557,15 +577,19 @@ def smoke_one(driver, lab: Lab, path: Path, follow_link: bool = False) -> Result
         if broken:
             result.failures.append(f"{len(broken)} of {result.images} images did not load: {broken[:3]}")
 
-        # the screenshot shows the first figure (or the first output) with what comes after it
-        js(driver, "const n = document.querySelector(arguments[0]);"
-                   "const first = n.querySelector('.jp-OutputArea-output img') || n.querySelector('.jp-OutputArea-output');"
-                   "if (first) first.scrollIntoView({block: 'start'});", NOTEBOOK)
-        time.sleep(0.5)
+        # the screenshot shows the cell of the first figure (or the first output) and what follows
+        first = js(driver, "const n = document.querySelector(arguments[0]);"
+                           "const o = n.querySelector('.jp-OutputArea-output img') || n.querySelector('.jp-OutputArea-output');"
+                           "return o && o.closest('.jp-Cell');", NOTEBOOK)
+        if first:
+            scroll_to_top(driver, first)
         driver.save_screenshot(str(SCREENSHOTS / f"{stem}.png"))
         check_widgets(driver, stem, result)
         if follow_link:
             result.link = check_link(driver, result)
+        errors = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+        if errors:
+            result.failures.append(f"{len(errors)} error(s) in the browser console, the first: {errors[0][:300]!r}")
     except Exception as error:  # a page that never got there: record it, screenshot it, go on
         result.failures.append(f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}")
         with contextlib.suppress(Exception):
