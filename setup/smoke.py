@@ -219,7 +219,8 @@ def write_settings(folder: Path) -> None:
 
 @contextlib.contextmanager
 def jupyterlab(scratch: Path) -> Iterator[Lab]:
-    """JupyterLab on 127.0.0.1 serving notebooks/, replay mode, all its state under `scratch`."""
+    """JupyterLab on 127.0.0.1 serving the repository as `make lab` does, in replay mode, with all
+    its state (settings, workspaces, checkpoints, runtime files) under `scratch`."""
     port, token = free_port(), secrets.token_hex(16)
     write_settings(scratch / "settings")
     env = {**os.environ,
@@ -233,7 +234,7 @@ def jupyterlab(scratch: Path) -> Iterator[Lab]:
            "IPYTHONDIR": str(scratch / "ipython")}
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-               f"--ServerApp.root_dir={NOTEBOOKS}", f"--IdentityProvider.token={token}",
+               f"--ServerApp.root_dir={REPO}", f"--IdentityProvider.token={token}",
                f"--FileCheckpoints.checkpoint_dir={scratch / 'checkpoints'}",
                "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
@@ -534,7 +535,7 @@ def smoke_one(driver, lab: Lab, path: Path, follow_link: bool = False) -> Result
     with contextlib.suppress(Exception):
         driver.get_log("browser")  # drop what earlier pages logged
     try:
-        driver.get(f"{lab.url}/lab/tree/{path.name}?reset")
+        driver.get(f"{lab.url}/lab/tree/{path.relative_to(REPO).as_posix()}?reset")
         wait_for(lambda: (lambda s: s and s["cells"] == expected_cells)(page_state(driver)), OPEN_TIMEOUT,
                  f"{expected_cells} cells on the page")
         wait_idle(driver, OPEN_TIMEOUT, "the kernel to start and read Idle")
