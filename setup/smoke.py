@@ -626,6 +626,8 @@ def main() -> int:
     if not paths:
         print(f"no notebooks match {args.only}", file=sys.stderr)
         return 2
+    # a SIGTERM (a CI timeout, `kill`) unwinds like Ctrl+C, so every process started is stopped
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     ensure_browser()
     ensure_selenium()
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)
