@@ -5,9 +5,7 @@ that differs marks the notebook modified before anything runs, and autosave rewr
 """
 from __future__ import annotations
 
-import re
 import sys
-import urllib.parse
 from pathlib import Path
 
 import nbformat
@@ -86,28 +84,3 @@ def test_executing_a_notebook_keeps_its_kernelspec(tmp_path: Path):
     assert executed.cells[1].outputs[0]["text"] == "42\n"
     assert dict(executed.metadata["kernelspec"]) == installed
 
-
-LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-
-
-def relative_links(markdown: str) -> list[str]:
-    """The link targets in `markdown` that are files next to the notebook (no URL scheme, no anchor-only)."""
-    targets = (match.group(1) for match in LINK.finditer(markdown))
-    return [target.split("#", 1)[0] for target in targets
-            if not re.match(r"[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) and not target.startswith("#")]
-
-
-def test_relative_links_are_found():
-    text = ("[← 07 · Semantic entropy](07-semantic-entropy.ipynb) and [next](09-x.ipynb#Top), "
-            "[paper](https://example.org/a.pdf), [above](#Section), [data](../data/README.md \"the data\")")
-    assert relative_links(text) == ["07-semantic-entropy.ipynb", "09-x.ipynb", "../data/README.md"]
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
-def test_relative_links_point_at_files_that_exist(path: Path):
-    """A relative link opens in JupyterLab only if its target exists next to the notebook."""
-    notebook = nbformat.read(path, as_version=4)
-    missing = sorted({target for cell in notebook.cells if cell.cell_type == "markdown"
-                      for target in relative_links(cell.source)
-                      if not (path.parent / urllib.parse.unquote(target)).exists()})
-    assert not missing, f"{path.name} links to files that do not exist: {missing}"
