@@ -272,7 +272,7 @@ def chromium(scratch: Path):
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1400,1000", "--force-device-scale-factor=1", "--lang=en-US",
+                     "--window-size=1400,1300", "--force-device-scale-factor=1", "--lang=en-US",
                      "--no-first-run", "--disable-extensions", "--disable-background-networking",
                      f"--user-data-dir={scratch / 'chromium'}"):
         options.add_argument(argument)
@@ -477,26 +477,54 @@ def check_widgets(driver, stem: str, result: Result) -> None:
     controls = [control for _, control in sorted(zip(order, controls), key=lambda pair: pair[0])]
     result.widgets = len(controls)
     for number, (kind, control) in enumerate(controls, 1):
-        cell = control.find_element(By.XPATH, "./ancestor::div[contains(@class, 'jp-Cell ')][1]")
-        js(driver, "arguments[0].scrollIntoView({block: 'center'});", control)
-        time.sleep(0.3)
-        before = output_signature(driver)
-        cell.screenshot(str(SCREENSHOTS / f"{stem}-widget{number}-before.png"))
+        # the widget's whole view (its controls and the output they drive): the outermost output
+        # of the cell that holds the control
+        view = control.find_element(By.XPATH, "./ancestor::div[contains(@class, 'jp-OutputArea-child')][last()]")
+        scroll_to_top(driver, view)
+        before, label, value = output_signature(driver), *widget_label_and_value(control, kind)
+        view.screenshot(str(SCREENSHOTS / f"{stem}-widget{number}-before.png"))
         try:
             action = move(driver, control, kind)
             wait_for(lambda: output_signature(driver) != before, WIDGET_TIMEOUT,
-                     f"the output to change after moving widget {number} ({kind})")
+                     f"the output to change after moving widget {number} ({kind} {label!r})")
             wait_idle(driver, WIDGET_TIMEOUT, f"the kernel after moving widget {number}")
             wait_for(lambda: not broken_images(driver)[1], 10, "the new images to load")
         except (TimeoutError, IndexError) as error:
-            result.failures.append(f"widget {number} ({kind}): {error}")
+            result.failures.append(f"widget {number} ({kind} {label!r}): {error}")
             continue
         finally:
-            cell.screenshot(str(SCREENSHOTS / f"{stem}-widget{number}-after.png"))
-        print(f"    widget {number} ({kind}): {action}; the output changed", flush=True)
+            scroll_to_top(driver, view)
+            view.screenshot(str(SCREENSHOTS / f"{stem}-widget{number}-after.png"))
+        moved = widget_label_and_value(control, kind)[1]
+        print(f"    widget {number} ({kind} {label!r}): {action}, {value} -> {moved}; the output changed", flush=True)
 
 
-def check_link(driver, result: Result) -> str:
+def widget_label_and_value(control, kind: str) -> tuple[str, str]:
+    """The description a person reads next to a control, and the value it shows."""
+    from selenium.webdriver.common.by import By
+
+    box = control.find_element(By.XPATH, "./ancestor-or-self::div[contains(@class, 'widget-inline-hbox')"
+                                         " or contains(@class, 'widget-toggle-buttons')"
+                                         " or contains(@class, 'widget-radio')][1]")
+    labels = box.find_elements(By.CSS_SELECTOR, ".widget-label, .widget-label-basic")
+    label = labels[0].text.strip() if labels else ""
+    if kind == "slider":
+        readouts = box.find_elements(By.CSS_SELECTOR, ".widget-readout")
+        value = readouts[0].text.strip() if readouts else control.get_attribute("aria-valuenow")
+    elif kind == "dropdown":
+        value = control.get_attribute("value")
+    elif kind == "toggle buttons":
+        value = " ".join(b.text for b in box.find_elements(By.CSS_SELECTOR, "button.mod-active"))
+    elif kind == "radio buttons":
+        value = " ".join(i.get_attribute("value") for i in box.find_elements(By.CSS_SELECTOR, "input:checked"))
+    elif kind == "checkbox":
+        value = str(control.is_selected())
+    else:
+        value = control.get_attribute("value")
+    return label, value
+
+
+def check_link(driver, result: Result, current: str) -> str:
     """Click the first relative link to another notebook; it must open in a JupyterLab tab.
 
     JupyterLab renders `[next](03-x.ipynb)` as a link to the server's /files/ URL and opens the
@@ -505,7 +533,7 @@ def check_link(driver, result: Result) -> str:
 
     for link in driver.find_elements(By.CSS_SELECTOR, f"{NOTEBOOK} .jp-MarkdownOutput a[href]"):
         path = urllib.parse.unquote(urllib.parse.urlsplit(link.get_attribute("href")).path)
-        if path.startswith("/files/") and path.endswith(".ipynb"):
+        if path.startswith("/files/") and path.endswith(".ipynb") and not path.endswith(f"/{current}"):
             break
     else:
         return ""
@@ -587,7 +615,7 @@ def smoke_one(driver, lab: Lab, path: Path, follow_link: bool = False) -> Result
         driver.save_screenshot(str(SCREENSHOTS / f"{stem}.png"))
         check_widgets(driver, stem, result)
         if follow_link:
-            result.link = check_link(driver, result)
+            result.link = check_link(driver, result, path.name)
         errors = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
         if errors:
             result.failures.append(f"{len(errors)} error(s) in the browser console, the first: {errors[0][:300]!r}")
