@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 LIB = REPO / "lib"
 SCREENSHOTS = REPO / "build" / "smoke"
-ALWAYS = ("00", "02", "08", "12")  # setup, live embeddings, a calibration plot, the router
+ALWAYS = ("00", "02", "08", "12")  # setup, retrieval, reliability diagrams, routing
 
 APT_PACKAGES = ("chromium", "chromium-driver", "fonts-noto-color-emoji")
 CHROMIUM = "/usr/bin/chromium"
