@@ -272,7 +272,7 @@ def chromium(scratch: Path):
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1400,1300", "--force-device-scale-factor=1", "--lang=en-US",
+                     "--window-size=1400,1600", "--force-device-scale-factor=1", "--lang=en-US",
                      "--no-first-run", "--disable-extensions", "--disable-background-networking",
                      f"--user-data-dir={scratch / 'chromium'}"):
         options.add_argument(argument)
@@ -477,9 +477,10 @@ def check_widgets(driver, stem: str, result: Result) -> None:
     controls = [control for _, control in sorted(zip(order, controls), key=lambda pair: pair[0])]
     result.widgets = len(controls)
     for number, (kind, control) in enumerate(controls, 1):
-        # the widget's whole view (its controls and the output they drive): the outermost output
-        # of the cell that holds the control
-        view = control.find_element(By.XPATH, "./ancestor::div[contains(@class, 'jp-OutputArea-child')][last()]")
+        # what a person watches while moving it: every output of its cell (the controls, and the
+        # figure or table they redraw, in the widget's own output or in a display updated in place)
+        view = control.find_element(By.XPATH, "./ancestor::div[contains(concat(' ', normalize-space(@class), ' '),"
+                                              " ' jp-OutputArea ')][last()]")
         scroll_to_top(driver, view)
         before, label, value = output_signature(driver), *widget_label_and_value(control, kind)
         view.screenshot(str(SCREENSHOTS / f"{stem}-widget{number}-before.png"))
