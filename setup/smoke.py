@@ -507,8 +507,8 @@ def widget_label_and_value(control, kind: str) -> tuple[str, str]:
     box = control.find_element(By.XPATH, "./ancestor-or-self::div[contains(@class, 'widget-inline-hbox')"
                                          " or contains(@class, 'widget-toggle-buttons')"
                                          " or contains(@class, 'widget-radio')][1]")
-    labels = box.find_elements(By.CSS_SELECTOR, ".widget-label, .widget-label-basic")
-    label = labels[0].text.strip() if labels else ""
+    labels = [element.text.strip() for element in box.find_elements(By.CSS_SELECTOR, ".widget-label, .widget-label-basic")]
+    label = next((text for text in labels if text), "")  # a checkbox hides its first label
     if kind == "slider":
         readouts = box.find_elements(By.CSS_SELECTOR, ".widget-readout")
         value = readouts[0].text.strip() if readouts else control.get_attribute("aria-valuenow")
@@ -627,7 +627,7 @@ def smoke_one(driver, lab: Lab, path: Path, follow_link: bool = False) -> Result
     finally:
         # leave without a save prompt: the cleared and re-run notebook is never written (autosave off)
         with contextlib.suppress(Exception):
-            js(driver, "jupyterapp.shell.currentWidget.context.model.dirty = false;")
+            js(driver, "for (const w of jupyterapp.shell.widgets('main')) if (w.context) w.context.model.dirty = false;")
         with contextlib.suppress(Exception):
             lab.shutdown_kernels()
         result.total = time.monotonic() - started
