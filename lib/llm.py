@@ -33,7 +33,8 @@ from urllib.parse import urlparse
 import numpy as np
 
 from lib.logprobs import log_softmax
-from lib.model_file import MODEL_LICENSE, MODEL_NAME, MODEL_SHA256, ModelFile, configured_model, sha256_of
+from lib.model_file import (MODEL_GGUF_NAME, MODEL_LICENSE, MODEL_NAME, MODEL_SHA256, ModelFile, ModelFileError,
+                            configured_model, sha256_of)
 
 Message = dict[str, str]
 Candidate = tuple[str, float]
@@ -250,6 +251,41 @@ class EmbeddedLLM(_SharedMethods):
         self._add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
         self._cached_prefix: list[int] = []
         self._sha256 = self.model_file.sha256
+        self._sanity_probe()
+
+    # -- load-time check
+
+    def _sanity_probe(self) -> None:
+        """Refuse a model whose next-token distribution is garbage, before it answers anything.
+
+        One fixed question (a few tenths of a second). Any GGUF must give finite
+        log-probabilities, far from uniform (entropy under SANITY_MAX_ENTROPY_SHARE of the
+        uniform distribution's log(vocabulary)), with distinct top-5 values; a damaged file
+        often gives NaN or five equal log-probabilities. The pinned model (recognised by
+        its metadata name, which a damaged copy keeps) must also answer the known token
+        with at least SANITY_PINNED_MIN_LOGPROB: a damaged copy can write fluent nonsense
+        with confident log-probabilities.
+        """
+        logprobs = self.next_token_distribution(SANITY_PROMPT)
+        self.clear_cache()
+        problem = None
+        if not np.isfinite(logprobs).all():
+            problem = "its next-token log-probabilities hold NaN or infinity"
+        else:
+            entropy = float(-(np.exp(logprobs) * logprobs).sum())
+            top = self._top(logprobs, 5)
+            if entropy > SANITY_MAX_ENTROPY_SHARE * math.log(len(logprobs)):
+                problem = f"its next-token distribution is nearly uniform (entropy {entropy:.2f} nats)"
+            elif top[0][1] - top[-1][1] < 1e-6:
+                problem = f"its five most likely next tokens have equal log-probabilities ({top[0][1]:.4f})"
+            elif self._llama.metadata.get("general.name") == MODEL_GGUF_NAME and (
+                    top[0][0] != SANITY_PINNED_ANSWER or top[0][1] < SANITY_PINNED_MIN_LOGPROB):
+                problem = (f"it answers {top[0][0]!r} (log-probability {top[0][1]:.3f}) where {MODEL_NAME} answers "
+                           f"{SANITY_PINNED_ANSWER!r} with at least {SANITY_PINNED_MIN_LOGPROB}")
+        if problem:
+            raise ModelFileError(
+                f"{self.model_file.path} failed the load-time sanity check: {problem}. The file is damaged or not "
+                "a working chat model; delete it and run `make setup` (or point WORKBOOK_MODEL_PATH at a good GGUF)")
 
     # -- identity and description
 
@@ -445,6 +481,14 @@ class EmbeddedLLM(_SharedMethods):
 
 
 _GREEDY_SHORTLISTS = (1, 64, 4096)
+
+SANITY_PROMPT: list[Message] = [{"role": "user", "content": "What is the capital of France? Reply with one word."}]
+"""The load-time probe's question (`EmbeddedLLM._sanity_probe`)."""
+SANITY_PINNED_ANSWER = "Paris"
+SANITY_PINNED_MIN_LOGPROB = -0.1
+"""The pinned model answers "Paris" with log-probability -0.009; a damaged copy does not."""
+SANITY_MAX_ENTROPY_SHARE = 0.75
+"""Refuse a next-token entropy above this share of log(vocabulary size) (a uniform distribution)."""
 
 
 class _GrammarConstraint:
