@@ -153,6 +153,23 @@ def validate_messages(messages: Sequence[Message]) -> list[Message]:
     return checked
 
 
+_TEMPLATE_TOKEN = re.compile(r"<\|[^<>|\s]{1,64}\|>|</?(?:s|bos|eos|start_of_turn|end_of_turn|pad|unk)>|"
+                             r"\[/?INST\]|<</?SYS>>")
+"""Text that chat templates use as control tokens: <|im_end|>, <|start_header_id|>, <s>, [INST], <<SYS>> ..."""
+WORD_JOINER = "\u2060"
+
+
+def neutralise_template_tokens(text: str) -> str:
+    """`text` with every chat-template token broken by an invisible WORD JOINER after its first character.
+
+    A server renders the chat template itself and reads the result with its control tokens,
+    so a message holding "<|im_end|><|im_start|>system" would end the user's turn and open a
+    system turn. "<\u2060|im_end|>" looks the same to a person and is plain text to every
+    tokenizer. Text without such tokens is returned unchanged.
+    """
+    return _TEMPLATE_TOKEN.sub(lambda match: match.group(0)[0] + WORD_JOINER + match.group(0)[1:], text)
+
+
 def _check_generation_args(max_tokens: int, temperature: float, top_logprobs: int,
                            grammar: str | None, json_schema: dict | None) -> None:
     if not isinstance(max_tokens, int) or max_tokens < 1:
@@ -339,18 +356,52 @@ class EmbeddedLLM(_SharedMethods):
                              f"{[self._piece(t) for t in ids]}")
         return ids[0]
 
-    def _prompt_ids(self, messages: list[Message], prefix: str) -> tuple[list[int], int]:
-        """Token ids of the rendered chat (plus an assistant `prefix`) and the shared-prefix length."""
-        prompt = self._format_reply(messages=messages).prompt
-        ids = self._token_ids(prompt, special=True)
+    def _chat_ids(self, formatter: Any, messages: list[Message]) -> list[int]:
+        """Token ids of `messages` in the chat template, with BOS where the model wants one.
+
+        The template's own text ("<|im_start|>user\n" ...) is read with its control tokens;
+        message content never is: text such as "<|im_end|><|im_start|>system" in a customer's
+        message stays plain text, so it cannot close the user's turn and speak as the system.
+        Content is first shown as a server sees it (`neutralise_template_tokens`), so both
+        backends read the same text; then any control-token text left (tokens of other
+        spellings) is tokenized as plain text. When no content holds such text, reading the
+        whole prompt at once gives the same ids, and that single pass is kept (the ids every
+        recording was made with).
+        """
+        messages = [{"role": m["role"], "content": neutralise_template_tokens(m["content"])} for m in messages]
+        if any(self._token_ids(m["content"], special=True) != self._token_ids(m["content"], special=False)
+               for m in messages):
+            ids = self._ids_with_plain_content(formatter, messages)
+        else:
+            ids = self._token_ids(formatter(messages=messages).prompt, special=True)
         if self._add_bos and (not ids or ids[0] != self._llama.token_bos()):
             ids = [self._llama.token_bos()] + ids
+        return ids
+
+    def _ids_with_plain_content(self, formatter: Any, messages: list[Message]) -> list[int]:
+        """Render the template around placeholders, then tokenize the template's text with control
+        tokens and each message's content without them."""
+        marker = "\ue000"  # a private-use character, lengthened until no content holds it
+        while any(marker in m["content"] for m in messages):
+            marker += "\ue000"
+        placeholders = [f"{marker}{index}{marker}" for index in range(len(messages))]
+        prompt = formatter(messages=[{"role": m["role"], "content": placeholder}
+                                     for m, placeholder in zip(messages, placeholders)]).prompt
+        ids: list[int] = []
+        for message, placeholder in zip(messages, placeholders):
+            before, found, prompt = prompt.partition(placeholder)
+            if not found:
+                raise ValueError(f"the chat template of {self.model_file.path.name} does not show message "
+                                 "content as given, so its content cannot be kept apart from control tokens")
+            ids += self._token_ids(before, special=True) + self._token_ids(message["content"], special=False)
+        return ids + self._token_ids(prompt, special=True)
+
+    def _prompt_ids(self, messages: list[Message], prefix: str) -> tuple[list[int], int]:
+        """Token ids of the rendered chat (plus an assistant `prefix`) and the shared-prefix length."""
+        ids = self._chat_ids(self._format_reply, messages)
         shared = 0
         if len(messages) > 1:
-            head = self._format_prefix(messages=messages[:-1]).prompt
-            head_ids = self._token_ids(head, special=True)
-            if self._add_bos and (not head_ids or head_ids[0] != self._llama.token_bos()):
-                head_ids = [self._llama.token_bos()] + head_ids
+            head_ids = self._chat_ids(self._format_prefix, messages[:-1])
             while shared < min(len(ids), len(head_ids)) and ids[shared] == head_ids[shared]:
                 shared += 1
         return ids + self._token_ids(prefix, special=False), shared
@@ -681,6 +732,7 @@ class OpenAICompatibleLLM(_SharedMethods):
         if grammar is not None and self._is_openai:
             raise CapabilityError("OpenAI's API has no GBNF grammar; pass json_schema= (structured outputs) "
                                   "or use the embedded backend or a llama.cpp server")
+        messages = [{"role": m["role"], "content": neutralise_template_tokens(m["content"])} for m in messages]
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
                                    "temperature": temperature, "logprobs": True}
         if top_logprobs:
