@@ -172,3 +172,17 @@ def test_a_real_server_survives_a_malformed_grammar(server_url):
     with pytest.raises(ValueError, match="could not parse"):
         served.chat(MESSAGES, max_tokens=3, grammar='root ::= "yes" | ( "no"')
     assert served.chat(MESSAGES, max_tokens=3, grammar='root ::= "yes" | "no"').text in ("yes", "no")
+
+
+def test_every_documented_server_command_gives_the_context_size():
+    """A server started with llama_cpp.server's default 2,048-token context fails on long messages."""
+    import re
+    from pathlib import Path
+
+    from lib.llm import ServerUnavailableError
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    commands = re.findall(r"python -m llama_cpp\.server [^`]*", readme)
+    assert commands and all("--n_ctx 4096" in command for command in commands)
+    with pytest.raises(ServerUnavailableError, match="--n_ctx 4096"):
+        OpenAICompatibleLLM("http://127.0.0.1:9/v1", "m").chat(MESSAGES, max_tokens=3)
