@@ -354,8 +354,8 @@ def load_results(task: str, split: str, method: str, results_dir: Path = RESULTS
     calibrated_intents where "none of these" was offered; knn: similarity, margin.
 
     Messages the run could not decide (failure rows, see `run_split`) are not rows of the
-    frame: they are in `frame.attrs["failures"]` (columns i, text, label, error), with a
-    warning. A failed message is not a correct answer, so an accuracy over the whole sample
+    frame: they are in `frame.attrs["failures"]`, a list of {i, text, label, error} dicts
+    (`pd.DataFrame(frame.attrs["failures"])` shows them), with a warning. A failed message is not a correct answer, so an accuracy over the whole sample
     counts it as wrong: `frame["correct"].sum() / (len(frame) + len(frame.attrs["failures"]))`;
     confidence-based measures (calibration, coverage) are over the decided rows only and
     should say how many failed.
@@ -381,7 +381,7 @@ def load_results(task: str, split: str, method: str, results_dir: Path = RESULTS
     frame = pd.DataFrame.from_records(records)
     failures = [{key: content.failures[i][key] for key in ("i", "text", "label", "error")}
                 for i in sorted(content.failures)]
-    frame.attrs["failures"] = pd.DataFrame(failures, columns=["i", "text", "label", "error"])
+    frame.attrs["failures"] = failures  # plain dicts: pandas compares attrs when it concatenates frames
     if failures:
         warnings.warn(f"{path}: {len(failures)} of {len(rows) + len(failures)} messages could not be decided; "
                       "they are in .attrs['failures'], not in the frame", UserWarning, stacklevel=2)

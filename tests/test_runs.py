@@ -5,6 +5,7 @@ import json
 import threading
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lib.datasets import OUT_OF_SCOPE
@@ -307,8 +308,9 @@ def test_a_failed_message_becomes_a_failure_row(tmp_path):
     assert failing.calls == 30
     with pytest.warns(UserWarning, match=r"[1-9]\d* of \d+ messages could not be decided"):
         frame = load_results("banking77", "calibration", "full", tmp_path)
-    failures = frame.attrs["failures"]
+    failures = pd.DataFrame(frame.attrs["failures"])
     assert len(frame) + len(failures) == 30 and len(failures) > 0
+    assert len(pd.concat([frame, frame])) == 2 * len(frame)  # attrs that pandas can compare
     assert (failures["text"].str.len() > 60).all() and (frame["text"].str.len() <= 60).all()
     assert failures["error"].str.contains("context holds 60").all()
     assert run_progress("banking77", "calibration", "full", tmp_path) == (len(frame), 770)
