@@ -214,7 +214,7 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-class _SharedMethods:
+class LocalMethods:
     """What every backend does the same way: local MiniLM embeddings, token counts from tokenize."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -229,7 +229,7 @@ class _SharedMethods:
 # --------------------------------------------------------------------------- embedded
 
 
-class EmbeddedLLM(_SharedMethods):
+class EmbeddedLLM(LocalMethods):
     """llama-cpp-python running a GGUF in this process.
 
     Prompt caching: the rendering of every message except the last (the system prompt and
@@ -632,7 +632,7 @@ def _completion_problem(body: Any) -> str | None:
     return None
 
 
-class OpenAICompatibleLLM(_SharedMethods):
+class OpenAICompatibleLLM(LocalMethods):
     """Any server with OpenAI's /v1/chat/completions: llama-server, llama-cpp-python, Ollama, vLLM, OpenAI.
 
     Every request has one deadline for the whole exchange (`timeout` seconds, by default
@@ -860,29 +860,3 @@ def fingerprint(value: Any) -> str:
     """A short stable hash of any JSON-serialisable value (prompts, requests)."""
     blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
-
-
-_BACKENDS: dict[BackendConfig, Any] = {}
-_RECORDED: dict[tuple[BackendConfig, str | None, str], Any] = {}
-
-
-def get_llm(recording: str | None = None):
-    """The configured model behind the record/replay layer (see `lib.recording`).
-
-    `recording` names the file under data/recordings/ that replay and record modes use; every
-    notebook passes its own name (e.g. "00-setup"). The backend is created once per process
-    and only when a call needs it, so replay mode never loads a model.
-    """
-    from lib.recording import RecordedLLM, current_mode
-
-    config = BackendConfig.from_environment()
-    mode = current_mode()
-    cache_key = (config, recording, mode)
-    if cache_key not in _RECORDED:
-        def backend() -> EmbeddedLLM | OpenAICompatibleLLM:
-            if config not in _BACKENDS:
-                _BACKENDS[config] = config.create()
-            return _BACKENDS[config]
-
-        _RECORDED[cache_key] = RecordedLLM(config, backend, recording, mode)
-    return _RECORDED[cache_key]
