@@ -10,6 +10,9 @@ one. A file written with another model or prompt is never mixed in: resuming it 
 
 `load_results` returns a DataFrame with text, label, pred, confidence, correct and the
 per-option probabilities, one row per message in split order.
+
+`run_items` and `load_item_run` keep the same discipline (header, resumable rows, never mixed)
+for the smaller runs over a list of items that notebooks 06, 07 and 13 read (`lib.question_runs`).
 """
 from __future__ import annotations
 
