@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
 import pandas as pd
 
 from lib.llm import TokenLogprob, fingerprint
