@@ -22,8 +22,9 @@ update: setup         ## like record, but only requests not yet recorded call th
 refresh: setup        ## rewrite notebook outputs from recordings and the current data/results (no model)
 	$(PY) setup/run_notebooks.py --refresh --only "$(NB)"
 
-results: setup       ## run or resume the saved BANKING77 / CLINC150 runs (hours on 2 cores; resumable)
+results: setup       ## run or resume the saved runs: BANKING77 / CLINC150 (hours on 2 cores), notebooks 06/07/13's questions (resumable)
 	$(PY) setup/run_results.py
+	$(PY) setup/run_question_runs.py
 
 # Serves the repository (so links to ../README.md and data/ open too) and opens on notebooks/.
 # --allow-root only as root (containers, cloud machines, CI); LAB_ARGS adds options, e.g. --port=8890.

@@ -228,21 +228,23 @@ def fit_ask_gate(
     return R.Gate(target_precision=target_precision).fit(top, helps)
 
 
-def fit_answerability_threshold(traces: Sequence["Trace"], correct: Sequence[bool], *,
+def fit_answerability_threshold(traces: Sequence["Trace | float"], correct: Sequence[bool], *,
                                 target_precision: float = 0.9) -> float:
     """The lowest P(yes) threshold at which ANSWER is right at least `target_precision` of the time on dev.
 
     Uses only the traces the threshold decides: those whose grounded answer had every
-    quote verified (and so got an answerability probability). `correct[i]` says whether
-    trace i's answer is right (see `answer_is_right`; unjudged rows should be left out of
-    `traces` beforehand). Fitted with `lib.retrieval.fit_threshold`; if no threshold
+    quote verified (and so got an answerability probability). `traces` may also hold the
+    P(yes) values themselves (as a saved run keeps them; NaN where no probe was asked).
+    `correct[i]` says whether trace i's answer is right (see `answer_is_right`; unjudged rows
+    should be left out beforehand). Fitted with `lib.retrieval.fit_threshold`; if no threshold
     reaches the target it warns (`UnreachableTargetWarning`) and returns a value above
     every probability, so the assistant then never answers.
     """
     if len(traces) != len(correct):
         raise ValueError(f"traces ({len(traces)}) and correct ({len(correct)}) differ in length")
-    rows = [(t.answerability.probability, bool(c)) for t, c in zip(traces, correct)
-            if t.answerability is not None and np.isfinite(t.answerability.probability)]
+    probabilities = [t if isinstance(t, (int, float, np.floating)) else
+                     (t.answerability.probability if t.answerability is not None else math.nan) for t in traces]
+    rows = [(float(p), bool(c)) for p, c in zip(probabilities, correct) if p is not None and np.isfinite(p)]
     if not rows:
         raise ValueError("fit_answerability_threshold: no trace has an answerability probability "
                          "(none passed the gates with verified quotes)")
@@ -499,12 +501,15 @@ def answer_is_right(trace: Trace, question_type: str, gold: str | None, *, max_g
     return matches_gold(answer, gold)
 
 
-def decision_table(traces: Sequence[Trace], question_types: Sequence[str]) -> pd.DataFrame:
-    """Counts of decisions by question type: rows answerable / unanswerable / out_of_scope, columns the decisions."""
+def decision_table(traces: Sequence[Trace | str], question_types: Sequence[str]) -> pd.DataFrame:
+    """Counts of decisions by question type: rows answerable / unanswerable / out_of_scope, columns the decisions.
+
+    `traces` holds traces or their decision names (as a saved run keeps them).
+    """
     if len(traces) != len(question_types):
         raise ValueError(f"traces ({len(traces)}) and question_types ({len(question_types)}) differ in length")
     frame = pd.DataFrame({"type": list(question_types),
-                          "decision": [t.decision_name for t in traces]})
+                          "decision": [t if isinstance(t, str) else t.decision_name for t in traces]})
     columns = list(DECISIONS) + ([PENDING] if (frame["decision"] == PENDING).any() else [])
     table = pd.crosstab(frame["type"], frame["decision"]).reindex(
         index=["answerable", "unanswerable", "out_of_scope"], columns=columns, fill_value=0)

@@ -541,7 +541,8 @@ class ShortlistDecider:
     details: orders (the candidate indices shown as A, B, ... in each ordering), order_probs
     (per ordering, probabilities aligned with candidates), content_free (the same for "N/A"),
     letters_chosen (the argmax letter of each ordering), similarities (retrieval cosines).
-    With answer="names" the options are intent names scored as token sequences (embedded only).
+    With answer="names" the options are intent names scored as token sequences (embedded only;
+    on other backends such a decider still writes the prompt, `messages`, but cannot decide).
     """
 
     method = "shortlist"
@@ -563,9 +564,6 @@ class ShortlistDecider:
         self.answer = answer
         self.top_logprobs = top_logprobs
         self._backend = embedded_backend(llm)
-        if answer == "names" and self._backend is None:
-            raise CapabilityError("answers as intent names are scored as sequences, which needs the embedded "
-                                  "backend in live mode; use answer='letters'")
         self.thread_safe = not runs_in_process(llm)
         instruction = SHORTLIST_INSTRUCTION if answer == "letters" else SHORTLIST_NAMES_INSTRUCTION
         self.system_prompt = instruction + (NONE_INSTRUCTION if none_option else "")
@@ -631,6 +629,9 @@ class ShortlistDecider:
         probabilities of the options (in shown order) and the off-label mass."""
         requests = [_fit_to_context(self._backend, self.messages(shown, text), reserve=32) for text in texts]
         if self.answer == "names":
+            if self._backend is None:  # the prompt (`messages`) works anywhere; scoring names does not
+                raise CapabilityError("answers as intent names are scored as sequences, which needs the embedded "
+                                      "backend in live mode; use answer='letters'")
             return [self._name_probs(shown, messages) for messages in requests]
         allowed = letters(len(shown))
         if self._backend is not None:  # the options are evaluated once for all the messages

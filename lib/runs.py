@@ -10,6 +10,9 @@ one. A file written with another model or prompt is never mixed in: resuming it 
 
 `load_results` returns a DataFrame with text, label, pred, confidence, correct and the
 per-option probabilities, one row per message in split order.
+
+`run_items` and `load_item_run` keep the same discipline (header, resumable rows, never mixed)
+for the smaller runs over a list of items that notebooks 06, 07 and 13 read (`lib.question_runs`).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,7 +31,7 @@ import pandas as pd
 from lib.datasets import OUT_OF_SCOPE
 from lib.decisions import (Debias, Decider, Decision, FullListDecider, IntentRetriever, LogRegDecider,
                            NearestNeighbourDecider, ShortlistDecider, shortlist_probabilities)
-from lib.llm import library_versions
+from lib.llm import fingerprint, library_versions
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
 TASKS = ("banking77", "clinc150")
@@ -153,6 +156,15 @@ def _read_results(path: Path) -> _ResultsFile:
     return _ResultsFile(header, rows, failures, len(raw) - len(complete))
 
 
+def _remove_unfinished_line(path: Path, content: _ResultsFile) -> None:
+    """The writer's repair: cut the unfinished last line a kill left (never anything else), and say so."""
+    if content.unfinished_bytes:
+        with open(path, "r+b") as handle:
+            handle.truncate(path.stat().st_size - content.unfinished_bytes)
+        warnings.warn(f"{path}: removed an unfinished last line ({content.unfinished_bytes} bytes) left by an "
+                      "interrupted run; that row is computed again", UserWarning, stacklevel=3)
+
+
 def _read_lines(path: Path) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
     """The header and the decided rows of a results file (see `_read_results`)."""
     content = _read_results(path)
@@ -239,11 +251,7 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
               f"python setup/run_results.py --task {task} --method {method} --split {split}"}
     content = _read_results(path)
     _check_resumable(path, content, header)
-    if content.unfinished_bytes:
-        with open(path, "r+b") as handle:  # the writer repairs what a kill left, and says so
-            handle.truncate(path.stat().st_size - content.unfinished_bytes)
-        warnings.warn(f"{path}: removed an unfinished last line ({content.unfinished_bytes} bytes) left by an "
-                      "interrupted run; that message is decided again", UserWarning, stacklevel=2)
+    _remove_unfinished_line(path, content)
     if content.header is None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", encoding="utf-8") as handle:  # new or empty file: nothing to lose
@@ -411,3 +419,81 @@ def _shortlist_variants(row: dict[str, Any]) -> dict[str, Any]:
         out[f"pred_{name}"] = row["candidates"][best]
         out[f"confidence_{name}"] = float(probs[best])
     return out
+
+
+# --------------------------------------------------------------------------- saved runs over items
+
+ITEM_RUN_MODES = ("live", "replay")
+"""Where an item run's model answers come from: the model itself, or the notebooks' recordings."""
+_ITEM_HEADER_CHECKED = ("run", "model", "fingerprint")
+
+
+def item_run_path(name: str, results_dir: Path = RESULTS_DIR) -> Path:
+    """The file of the saved item run `name`: data/results/{name}.jsonl."""
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"run name {name!r} must be a plain file name such as 'handbook-short-answers'")
+    return Path(results_dir) / f"{name}.jsonl"
+
+
+def run_items(name: str, items: Sequence[Any], compute: Callable[[int, Any], dict[str, Any]], *,
+              model: str, backend: str, settings: Any, mode: str, command: str,
+              results_dir: Path = RESULTS_DIR, progress: bool = True) -> Path:
+    """Compute one JSON row per item (a question, a message) and append it to `item_run_path(name)`.
+
+    The same file discipline as `run_split`, for the smaller runs behind notebooks 06, 07 and 13:
+    a header line (run name, model, backend, `settings` and their fingerprint, the `mode` that produced
+    the answers, library versions, the `command` that remakes the file), then one row per item
+    with its position `i`. Rows already in the file are skipped, so calling it again resumes.
+    A file written with another model or other settings raises instead of being mixed in; so
+    does adding rows in another mode than the one the header names (an unfinished file is
+    finished in the mode it was started in). `compute(i, item)` returns the row's fields.
+    Returns the path of the file.
+    """
+    if mode not in ITEM_RUN_MODES:
+        raise ValueError(f"mode must be one of {ITEM_RUN_MODES}, got {mode!r}")
+    path = item_run_path(name, results_dir)
+    header = {"kind": "header", "run": name, "model": model, "backend": backend, "fingerprint": fingerprint(settings),
+              "settings": settings, "mode": mode, "items": len(items), "versions": library_versions(),
+              "date": datetime.date.today().isoformat(), "command": command}
+    content = _read_results(path)
+    existing, done = content.header, content.rows
+    if existing is None and done:
+        raise ValueError(f"{path} has no header line but holds {len(done)} rows; refusing to write to it, since "
+                         "nothing says which model and settings made them. Restore its first line (e.g. from git), "
+                         "or move the file away to start again")
+    _remove_unfinished_line(path, content)
+    todo = [i for i in range(len(items)) if i not in done]
+    if existing is not None:
+        changed = {key: (existing.get(key), header[key]) for key in _ITEM_HEADER_CHECKED if existing.get(key) != header[key]}
+        if changed:
+            raise ValueError(f"{path} was written with other settings {changed}; delete it to start again")
+        if todo and existing.get("mode") != mode:
+            raise ValueError(f"{path} was started in {existing.get('mode')} mode; finish it in that mode, "
+                             f"or delete it to start again in {mode} mode")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(header, ensure_ascii=False, sort_keys=True) + "\n")
+    bar = _progress(len(items), len(items) - len(todo), name, progress)
+    with open(path, "a", encoding="utf-8") as handle:
+        for i in todo:
+            row = {"kind": "row", "i": i, **compute(i, items[i])}
+            handle.write(json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n")
+            handle.flush()
+            bar.update(1)
+        os.fsync(handle.fileno())
+    bar.close()
+    return path
+
+
+def load_item_run(name: str, results_dir: Path = RESULTS_DIR) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and the rows (in item order, without `kind`) of the saved item run `name`.
+
+    Raises FileNotFoundError, naming the command that makes the file, when it does not exist.
+    """
+    path = item_run_path(name, results_dir)
+    header, rows = _read_lines(path)
+    if header is None:
+        raise FileNotFoundError(f"{path} does not exist; produce it with "
+                                f"`python setup/run_question_runs.py --run {name}` (or `make results`)")
+    return header, [{key: value for key, value in rows[i].items() if key != "kind"} for i in sorted(rows)]

@@ -18,6 +18,9 @@ What is here:
 - `discrete_semantic_entropy`: entropy (in nats) of the cluster frequencies.
 - `rand_agreement`: how often two clusterings agree on "same cluster or not" for a pair.
 - `normalize_answer`, `matches_gold`: the rule that says whether a short answer is right.
+- `short_answer_messages`, `sample_answers`: the prompt and the sampling of notebooks 06
+  and 07 (one greedy answer with token probabilities, then seeded samples).
+- `auroc_difference`: the paired bootstrap of the difference between two signals' AUROC.
 """
 from __future__ import annotations
 
@@ -224,3 +227,72 @@ def max_entropy(n: int) -> float:
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     return math.log(n)
+
+
+SHORT_ANSWER_SYSTEM = ("Answer the question from the handbook section below. Reply with the answer only, "
+                       "in a few words, not a sentence.\n\n{context}")
+"""The instructions for the short answers of notebooks 06 and 07; `{context}` is the retrieved section."""
+SHORT_ANSWER_MAX_TOKENS = 12
+SAMPLE_TEMPERATURE = 0.7
+N_SAMPLES = 4
+GREEDY_TOP_LOGPROBS = 5
+"""Candidates kept per token of the greedy answer (notebook 06 reads them)."""
+
+
+def short_answer_messages(question: str, context: str) -> list[dict[str, str]]:
+    """The chat for one short answer: the section in the system message (read once, then cached), the question."""
+    return [{"role": "system", "content": SHORT_ANSWER_SYSTEM.format(context=context)},
+            {"role": "user", "content": question}]
+
+
+def sample_answers(llm: Any, question: str, context: str, *, n_samples: int = N_SAMPLES,
+                   temperature: float = SAMPLE_TEMPERATURE, max_tokens: int = SHORT_ANSWER_MAX_TOKENS,
+                   top_logprobs: int = GREEDY_TOP_LOGPROBS) -> tuple[Any, list[Any]]:
+    """The greedy answer (temperature 0, with `top_logprobs` candidates per token) and `n_samples`
+    answers drawn at `temperature` with seeds 0, 1, ..., so a rerun draws the same answers.
+
+    Returns (greedy `Completion`, list of sampled `Completion`s). At temperature 0 every
+    sample would be the greedy answer, so `temperature` must be above 0.
+    """
+    if temperature <= 0:
+        raise ValueError(f"samples need a temperature above 0 (at 0 they all equal the greedy answer), got {temperature}")
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be at least 1, got {n_samples}")
+    messages = short_answer_messages(question, context)
+    greedy = llm.chat(messages, max_tokens=max_tokens, temperature=0.0, top_logprobs=top_logprobs)
+    samples = [llm.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
+               for seed in range(n_samples)]
+    return greedy, samples
+
+
+def auroc_difference(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray,
+                     correct: Sequence[bool] | np.ndarray, *, n: int = 2000, seed: int = 0,
+                     level: float = 0.95) -> tuple[float, float, float]:
+    """AUROC(first) - AUROC(second) on the same answers, with a paired percentile bootstrap interval.
+
+    first, second: two confidences for the same n answers, shape (n,); correct: shape (n,).
+    Each resample draws answers (rows) with replacement and scores *both* signals on that
+    same resample, so what the two share (the same easy and hard questions) cancels out.
+    Two separate intervals cannot show that: they may overlap while the difference is
+    clearly away from 0. Resamples holding only right or only wrong answers are drawn again.
+    Returns (difference, low, high).
+    """
+    from lib.selective import auroc
+
+    a, b, y = np.asarray(first, dtype=float), np.asarray(second, dtype=float), np.asarray(correct, dtype=bool)
+    if not len(a) == len(b) == len(y):
+        raise ValueError(f"first, second and correct must have the same length, got {len(a)}, {len(b)}, {len(y)}")
+    if y.all() or not y.any():
+        raise ValueError("correct holds only one class; AUROC needs right and wrong answers")
+    if n < 1 or not 0.0 < level < 1.0:
+        raise ValueError(f"need n >= 1 and 0 < level < 1, got n={n}, level={level}")
+    rng = np.random.default_rng(seed)
+    differences = np.empty(n)
+    for k in range(n):
+        rows = rng.integers(0, len(y), size=len(y))
+        while y[rows].all() or not y[rows].any():
+            rows = rng.integers(0, len(y), size=len(y))
+        differences[k] = auroc(a[rows], y[rows]) - auroc(b[rows], y[rows])
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(differences, [tail, 100.0 - tail])
+    return float(auroc(a, y) - auroc(b, y)), float(low), float(high)

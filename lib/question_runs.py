@@ -1,0 +1,398 @@
+"""The saved runs behind notebooks 06, 07 and 13: every question or message they measure, answered once.
+
+A notebook re-executes in a couple of minutes; measuring 60 handbook questions with samples
+and entailment checks, or 128 test questions through the whole assistant, takes the 1.5B
+model on a CPU far longer. So each measurement runs once here, with the notebook's own
+prompts and settings, and is saved as a `lib.runs.run_items` file under data/results/ (a
+header with model, settings and their fingerprint, mode and command; one row per item;
+resumable). The notebooks run the same functions live on a few cases and read these files
+for the tables.
+
+- `handbook-short-answers` (notebooks 06 and 07): 60 short-answer handbook questions, each
+  with its retrieved section, the greedy answer with its token log-probabilities (5
+  candidates per token), 4 samples at temperature 0.7 and the entailment clusters.
+- `banking77-full-list-replies` (06): 24 BANKING77 calibration messages, the full-list
+  reply with the top 20 candidates at each step, as a server reports them.
+- `banking77-letters-vs-names` (06): 20 calibration messages answered by the shortlist as
+  a letter and as an intent name.
+- `assistant-dev-fit` and `assistant-test` (13): the assembled assistant on 8 dev questions
+  (to fit the answerability threshold) and on all 128 test questions.
+
+Produce them with `python setup/run_question_runs.py` (`make results` runs it too). In
+replay mode the answers come from the notebooks' recordings instead of the model: the same
+model's answers to the same requests, with the mode written in the header.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from lib.llm import TokenLogprob, fingerprint
+from lib.runs import RESULTS_DIR, load_item_run, run_items
+
+HANDBOOK = "handbook-short-answers"
+FULL_LIST = "banking77-full-list-replies"
+LETTERS_NAMES = "banking77-letters-vs-names"
+ASSISTANT_DEV = "assistant-dev-fit"
+ASSISTANT_TEST = "assistant-test"
+
+N_HANDBOOK_QUESTIONS, HANDBOOK_SEED, MAX_GOLD_CHARS = 60, 7, 20
+N_FULL_LIST, FULL_LIST_SEED = 24, 6
+N_LETTERS_NAMES, LETTERS_NAMES_SEED = 20, 11
+ASSISTANT_SETTINGS = {"n_sources": 2, "n_offer": 3, "max_tokens": 200, "boundary_target": 0.95,
+                      "retrieval_target": 0.90, "ask_target": 0.7, "n_dev_fit": 8, "dev_fit_seed": 0,
+                      "answerability_targets": [0.95, 0.9, 0.8]}
+"""The assistant of notebook 13: sections shown, headings offered, answer budget, the dev targets."""
+
+
+class CallTimer:
+    """Passes `chat` and `next_token_logprobs` through to `llm` and adds up the model seconds of each answer.
+
+    It shows a decider only these two methods, so a `ShortlistDecider` over it asks for the
+    top candidates as it would on a server, whatever the backend behind it.
+    """
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.seconds = 0.0
+
+    def chat(self, *args: Any, **kwargs: Any) -> Any:
+        answer = self.llm.chat(*args, **kwargs)
+        self.seconds += answer.seconds
+        return answer
+
+    def next_token_logprobs(self, *args: Any, **kwargs: Any) -> Any:
+        answer = self.llm.next_token_logprobs(*args, **kwargs)
+        self.seconds += answer.seconds
+        return answer
+
+
+def encode_tokens(tokens: Sequence[TokenLogprob]) -> list[list[Any]]:
+    """Tokens as compact JSON: [token, logprob, [[candidate, logprob], ...]] each."""
+    return [[t.token, t.logprob, [[c, lp] for c, lp in t.top]] for t in tokens]
+
+
+def decode_tokens(rows: Sequence[Sequence[Any]]) -> tuple[TokenLogprob, ...]:
+    """The `TokenLogprob`s that `encode_tokens` saved."""
+    return tuple(TokenLogprob(token, float(logprob), tuple((c, float(lp)) for c, lp in top))
+                 for token, logprob, top in rows)
+
+
+# --------------------------------------------------------------------------- the runs
+
+
+@dataclass(frozen=True)
+class ItemRun:
+    """One saved run: its items, what it computes per item, and the settings its fingerprint covers.
+
+    `prepare(llm, results_dir)` returns (items, compute, settings); `recordings` names the
+    notebook recordings whose answers replay mode reads.
+    """
+
+    name: str
+    notebooks: str
+    recordings: tuple[str, ...]
+    prepare: Callable[[Any, Path], tuple[list[Any], Callable[[int, Any], dict[str, Any]], dict[str, Any]]]
+
+
+def short_answer_questions(n: int = N_HANDBOOK_QUESTIONS, seed: int = HANDBOOK_SEED) -> pd.DataFrame:
+    """Answerable handbook questions whose gold answer has at most 20 characters: a seeded sample of n, by id."""
+    from lib.datasets import load_questions
+
+    questions = load_questions()
+    short = questions[(questions["type"] == "answerable") & (questions["answer"].str.len() <= MAX_GOLD_CHARS)]
+    return short.sample(n, random_state=seed).sort_values("id").reset_index(drop=True)
+
+
+def _handbook(llm: Any, results_dir: Path):
+    from lib.datasets import load_corpus
+    from lib.retrieval import DenseIndex, chunk_by_heading
+    from lib.semantic_entropy import (GREEDY_TOP_LOGPROBS, N_SAMPLES, SAMPLE_TEMPERATURE, SHORT_ANSWER_MAX_TOKENS,
+                                      SHORT_ANSWER_SYSTEM, LLMEntailment, bidirectional, cluster_by_meaning,
+                                      sample_answers)
+
+    questions = short_answer_questions()
+    index = DenseIndex(chunk_by_heading(load_corpus()), llm.embed)
+    hits = [found[0] for found in index.search_many(questions["question"].tolist(), k=1)]
+    items = [{"id": q.id, "question": q.question, "gold": q.answer, "section": hit.chunk.section_id,
+              "retrieval_hit": hit.chunk.section_id in q.section_ids, "context": hit.chunk.text}
+             for q, hit in zip(questions.itertuples(), hits)]
+
+    def compute(i: int, item: dict[str, Any]) -> dict[str, Any]:
+        greedy, samples = sample_answers(llm, item["question"], item["context"])
+        entails = LLMEntailment(llm, item["question"])
+        texts = [greedy.text.strip()] + [s.text.strip() for s in samples]
+        clusters = cluster_by_meaning(texts, bidirectional(entails))
+        return {**{k: v for k, v in item.items() if k != "context"}, "greedy": texts[0],
+                "greedy_seconds": greedy.seconds, "tokens": encode_tokens(greedy.tokens),
+                "samples": texts[1:], "sample_seconds": [s.seconds for s in samples],
+                "entailment_clusters": clusters, "entailment_calls": entails.calls,
+                "entailment_seconds": entails.seconds}
+
+    settings = {"system": SHORT_ANSWER_SYSTEM, "max_tokens": SHORT_ANSWER_MAX_TOKENS, "n_samples": N_SAMPLES,
+                "temperature": SAMPLE_TEMPERATURE, "top_logprobs": GREEDY_TOP_LOGPROBS,
+                "entailment": LLMEntailment.SYSTEM, "questions": [item["id"] for item in items],
+                "contexts": fingerprint([item["context"] for item in items])}
+    return items, compute, settings
+
+
+def _banking_messages(n: int, seed: int) -> list[dict[str, str]]:
+    from lib.datasets import banking77_calibration_split
+
+    sample = banking77_calibration_split().sample(n, random_state=seed).reset_index(drop=True)
+    return [{"text": row.text, "label": row.label} for row in sample.itertuples()]
+
+
+def _full_list(llm: Any, results_dir: Path):
+    from lib.decisions import DEFAULT_TOP_LOGPROBS, FullListDecider
+    from lib.grammar import load_label_groups
+
+    full = FullListDecider(llm, load_label_groups("banking77"), exact=False)
+    items = _banking_messages(N_FULL_LIST, FULL_LIST_SEED)
+
+    def compute(i: int, item: dict[str, str]) -> dict[str, Any]:
+        reply = llm.chat(full.messages(item["text"]), max_tokens=3, grammar=full.grammar,
+                         top_logprobs=DEFAULT_TOP_LOGPROBS)
+        return {**item, "reply": reply.text, "seconds": reply.seconds, "tokens": encode_tokens(reply.tokens)}
+
+    return items, compute, {"system": full.system_prompt, "grammar": full.grammar, "top_logprobs": DEFAULT_TOP_LOGPROBS,
+                            "messages": fingerprint(items)}
+
+
+def letters_and_names_deciders(llm: Any) -> tuple[Any, Any, CallTimer]:
+    """The shortlist deciders of notebook 06: one ordering, no correction, answering with a letter or a name.
+
+    Both see the same 8 options and worked examples; the letter decider asks for the top 20
+    candidates of the next token (through a `CallTimer`, which also adds up its seconds), the
+    names decider is used for its prompt (`messages`): names are generated under a grammar.
+    """
+    from lib.decisions import IntentRetriever, ShortlistDecider
+    from lib.grammar import load_label_groups
+    from lib.runs import training_pool
+
+    timer = CallTimer(llm)
+    retriever = IntentRetriever(training_pool("banking77"))
+    groups = load_label_groups("banking77")
+    options = dict(n_orders=1, calibrate=False, debias="none")
+    return (ShortlistDecider(timer, retriever, groups, **options),
+            ShortlistDecider(timer, retriever, groups, answer="names", **options), timer)
+
+
+def answer_by_name(llm: Any, by_name: Any, letter_decision: Any, text: str) -> Any:
+    """The intent name the model writes for `text`, under a grammar allowing only the options
+    of `letter_decision`, shown in the same order."""
+    from lib.grammar import gbnf_for_options
+
+    shown = [letter_decision.candidates[i] for i in letter_decision.details["orders"][0]]
+    return llm.chat(by_name.messages(shown, text.strip()), max_tokens=16, grammar=gbnf_for_options(shown))
+
+
+def _letters_names(llm: Any, results_dir: Path):
+    by_letter, by_name, timer = letters_and_names_deciders(llm)
+    items = _banking_messages(N_LETTERS_NAMES, LETTERS_NAMES_SEED)
+
+    def compute(i: int, item: dict[str, str]) -> dict[str, Any]:
+        start = timer.seconds
+        decision = by_letter.decide(item["text"])
+        letter_seconds = timer.seconds - start
+        reply = answer_by_name(llm, by_name, decision, item["text"])
+        return {**item, "letter_pred": decision.label, "candidates": list(decision.candidates),
+                "letter_chosen": decision.details["letters_chosen"][0], "letter_seconds": letter_seconds,
+                "name_pred": reply.text, "name_tokens": len(reply.tokens),
+                "name_confidence": math.exp(sum(reply.token_logprobs)), "name_seconds": reply.seconds}
+
+    settings = {"letters": by_letter.fingerprint, "names": by_name.fingerprint, "messages": fingerprint(items)}
+    return items, compute, settings
+
+
+@dataclass
+class AssistantSetup:
+    """Notebook 13's assistant with every gate fitted on dev, and the questions it is measured on."""
+
+    assistant: Any
+    dev: pd.DataFrame
+    test: pd.DataFrame
+    dev_fit: pd.DataFrame
+
+
+def build_assistant(llm: Any) -> AssistantSetup:
+    """Fit the three gates on dev and build the assistant exactly as notebook 13 does (threshold not fitted)."""
+    from lib import assistant as A
+    from lib import retrieval as R
+    from lib.datasets import load_corpus, load_questions, load_scope_examples
+
+    s = ASSISTANT_SETTINGS
+    sections = load_corpus()
+    dev, test = load_questions("dev"), load_questions("test")
+    index = R.DenseIndex(R.chunk_by_heading(sections), llm.embed)
+    examples = llm.embed(load_scope_examples())
+    gate_args = dict(index=index, example_questions=examples, embed=llm.embed)
+    boundary, retrieval = A.fit_gates(dev, **gate_args, boundary_target=s["boundary_target"],
+                                      retrieval_target=s["retrieval_target"])
+    ask = A.fit_ask_gate(dev, boundary, retrieval, **gate_args, n_offer=s["n_offer"], target_precision=s["ask_target"])
+    assistant = A.Assistant(llm=llm, index=index, sections={x.id: x.text for x in sections}, example_questions=examples,
+                            embed=llm.embed, boundary_gate=boundary, retrieval_gate=retrieval, ask_gate=ask,
+                            n_sources=s["n_sources"], n_offer=s["n_offer"], max_tokens=s["max_tokens"])
+    routes = R.route_many(dev["question"], boundary, retrieval, **gate_args)
+    passed = dev[[v.failed_gate is None for v in routes]]
+    dev_fit = passed.sample(s["n_dev_fit"], random_state=s["dev_fit_seed"]).sort_values("id")
+    return AssistantSetup(assistant, dev, test, dev_fit)
+
+
+def fit_answerability(p_yes: Sequence[float], right: Sequence[bool | None],
+                      targets: Sequence[float] = tuple(ASSISTANT_SETTINGS["answerability_targets"])) -> tuple[float, float, list[float]]:
+    """The answerability threshold from dev answers: the first target precision dev can reach.
+
+    Rows whose answer was not judged (`right` None) are left out. Returns (threshold,
+    target reached, targets that were not reachable). If none is reachable, the threshold of
+    the last target (above every probability: the assistant never answers).
+    """
+    from lib import assistant as A
+    from lib import retrieval as R
+
+    judged = [(p, bool(r)) for p, r in zip(p_yes, right) if r is not None]
+    unreachable: list[float] = []
+    for target in targets:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", R.UnreachableTargetWarning)
+            threshold = A.fit_answerability_threshold([p for p, _ in judged], [r for _, r in judged],
+                                                      target_precision=target)
+        if not caught:
+            return threshold, target, unreachable
+        unreachable.append(target)
+    return threshold, targets[-1], unreachable
+
+
+def trace_row(trace: Any, question: Any, seconds: float) -> dict[str, Any]:
+    """What the saved run keeps of one trace: the decision, every number behind it, and the trace as text."""
+    from lib import assistant as A
+
+    grounding = trace.grounding
+    probe = trace.answerability
+    right = A.answer_is_right(trace, question.type, question.answer) if trace.answer is not None else None
+    gold_sections = set(question.section_ids) if isinstance(question.section_ids, (list, tuple)) else set()
+    return {"id": question.id, "type": question.type, "question": question.question,
+            "gold": question.answer if isinstance(question.answer, str) else None,
+            "decision": trace.decision_name, "why": trace.why, "answer": trace.answer,
+            "reached_model": grounding is not None, "valid_answer": grounding is not None and grounding.ok,
+            "quotes": len(grounding.verdicts) if grounding is not None else 0,
+            "verified": A.quotes_verified(grounding),
+            "p_yes": probe.probability if probe is not None else None,
+            "off_label_mass": probe.off_label_mass if probe is not None else None,
+            "right": right, "offered": [sid for sid, _ in trace.offered],
+            "gold_offered": bool(gold_sections & {sid for sid, _ in trace.offered}),
+            "seconds": seconds, "trace": trace.render()}
+
+
+def _assistant_runner(setup: AssistantSetup, timer: CallTimer):
+    def compute(i: int, question: Any) -> dict[str, Any]:
+        start = timer.seconds
+        trace = setup.assistant.run(question.question)
+        return trace_row(trace, question, timer.seconds - start)
+
+    return compute
+
+
+def _gate_settings(setup: AssistantSetup) -> dict[str, Any]:
+    a = setup.assistant
+    return {**ASSISTANT_SETTINGS, "thresholds": {
+        "boundary": a.boundary_gate.threshold, "retrieval_score": a.retrieval_gate.score_threshold,
+        "retrieval_margin": a.retrieval_gate.margin_threshold, "ask": a.ask_gate.threshold}}
+
+
+def _assistant_dev(llm: Any, results_dir: Path):
+    from lib.grounding import GROUNDING_SYSTEM_PROMPT
+
+    timer = CallTimer(llm)
+    setup = build_assistant(llm)
+    setup.assistant.llm = timer
+    items = list(setup.dev_fit.itertuples())
+    settings = {**_gate_settings(setup), "grounding": GROUNDING_SYSTEM_PROMPT, "questions": [q.id for q in items]}
+    return items, _assistant_runner(setup, timer), settings
+
+
+def _assistant_test(llm: Any, results_dir: Path):
+    from lib.grounding import GROUNDING_SYSTEM_PROMPT
+
+    dev_header, dev_rows = load_item_run(ASSISTANT_DEV, results_dir)
+    if len(dev_rows) < dev_header["items"]:
+        raise RuntimeError(f"{ASSISTANT_DEV} holds {len(dev_rows)} of {dev_header['items']} rows; finish it first")
+    threshold, target, _ = fit_answerability([r["p_yes"] if r["verified"] else math.nan for r in dev_rows],
+                                             [r["right"] for r in dev_rows])
+    timer = CallTimer(llm)
+    setup = build_assistant(llm)
+    setup.assistant.llm = timer
+    setup.assistant.answerability_threshold = threshold
+    items = list(setup.test.itertuples())
+    settings = {**_gate_settings(setup), "grounding": GROUNDING_SYSTEM_PROMPT, "answerability_threshold": threshold,
+                "answerability_target": target, "dev_fit": dev_header["fingerprint"]}
+    return items, _assistant_runner(setup, timer), settings
+
+
+RUNS: dict[str, ItemRun] = {run.name: run for run in (
+    ItemRun(HANDBOOK, "06, 07", ("06-token-probabilities", "07-semantic-entropy"), _handbook),
+    ItemRun(FULL_LIST, "06", ("06-token-probabilities",), _full_list),
+    ItemRun(LETTERS_NAMES, "06", ("06-token-probabilities",), _letters_names),
+    ItemRun(ASSISTANT_DEV, "13", ("13-assistant",), _assistant_dev),
+    ItemRun(ASSISTANT_TEST, "13", ("13-assistant",), _assistant_test),
+)}
+"""Every saved item run, in the order `make results` produces them (the test run needs the dev run)."""
+
+
+class _Recordings:
+    """Several notebooks' recordings read as one (replay mode only): the first that holds a request answers it."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        from lib.recording import RecordingStore
+
+        self.stores = [RecordingStore(name) for name in names]
+        self.name = " + ".join(names)
+        self.path = Path(self.stores[0].path)
+        self.header = self.stores[0].header
+        self.writing = False
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        for store in self.stores:
+            found = store.get(key)
+            if found is not None:
+                return found
+        return None
+
+
+def model_for(run: ItemRun, mode: str) -> Any:
+    """The model a run uses: the configured backend live, or the run's recordings in replay mode."""
+    from lib.llm import BackendConfig, get_llm
+    from lib.recording import RecordedLLM
+
+    if mode == "live":
+        return get_llm()
+    config = BackendConfig.from_environment()
+    store = _Recordings(run.recordings)
+    for one in store.stores:
+        if one.header is None or one.header.get("model") != config.identity():
+            raise ValueError(f"{one.path} is missing or was recorded with another model than {config.identity()}")
+    return RecordedLLM(config, lambda: None, store, "replay")
+
+
+def produce(name: str, *, mode: str = "live", llm: Any = None, results_dir: Path = RESULTS_DIR,
+            progress: bool = True) -> Path:
+    """Produce (or resume) the saved run `name` in `mode` ("live" or "replay"); returns its path."""
+    if name not in RUNS:
+        raise ValueError(f"no saved run {name!r}; the runs are {list(RUNS)}")
+    run = RUNS[name]
+    llm = llm if llm is not None else model_for(run, mode)
+    items, compute, settings = run.prepare(llm, Path(results_dir))
+    command = f"python setup/run_question_runs.py --run {name}"  # live; the header's mode says how this file was made
+    return run_items(name, items, compute, model=llm.identity, backend=llm.config.backend, settings=settings,
+                     mode=mode, command=command, results_dir=results_dir, progress=progress)
+
+
+def load_run(name: str, results_dir: Path = RESULTS_DIR) -> tuple[dict[str, Any], pd.DataFrame]:
+    """A saved run's header and its rows as a DataFrame (one row per item, in item order)."""
+    header, rows = load_item_run(name, results_dir)
+    return header, pd.DataFrame.from_records(rows)

@@ -1,0 +1,163 @@
+"""Saved item runs (lib.runs.run_items, lib.question_runs): resumable, never mixed, read back as written."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from lib.assistant import decision_table, fit_answerability_threshold
+from lib.decisions import IntentRetriever, ShortlistDecider
+from lib.datasets import banking77_pool
+from lib.grammar import load_label_groups
+from lib.llm import CapabilityError, TokenLogprob
+from lib.question_runs import RUNS, CallTimer, decode_tokens, encode_tokens, short_answer_questions
+from lib.runs import load_item_run, run_items
+from lib.selective import auroc
+from lib.semantic_entropy import auroc_difference, sample_answers
+
+ITEMS = [f"item {n}" for n in range(6)]
+IDENTITY = dict(model="fake-model", backend="fake", command="python setup/run_question_runs.py --run demo")
+
+
+def _run(tmp_path, compute, *, settings=None, mode="replay", items=ITEMS):
+    return run_items("demo", items, compute, settings=settings or {"prompt": "p"}, mode=mode,
+                     results_dir=tmp_path, progress=False, **IDENTITY)
+
+
+def test_an_interrupted_run_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
+    calls, stop_at = [], {"n": None}
+
+    def compute(i, item):
+        calls.append(i)
+        if len(calls) == stop_at["n"]:
+            raise RuntimeError("killed")
+        return {"text": item.upper(), "seconds": 0.5}
+
+    whole = _run(tmp_path, compute)
+    stopped_dir = tmp_path / "stopped"
+    calls.clear()
+    stop_at["n"] = 4
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(stopped_dir, compute)
+    stop_at["n"] = None
+    assert len(load_item_run("demo", stopped_dir)[1]) == 3
+    calls.clear()
+    _run(stopped_dir, compute)
+    assert calls == [3, 4, 5]  # only the missing items are computed
+    header, rows = load_item_run("demo", stopped_dir)
+    assert rows == load_item_run("demo", tmp_path)[1]
+    assert [row["i"] for row in rows] == list(range(6)) and rows[2]["text"] == "ITEM 2"
+    assert header["mode"] == "replay" and header["items"] == 6 and header["settings"] == {"prompt": "p"}
+    first_line = json.loads(whole.read_text(encoding="utf-8").splitlines()[0])
+    assert first_line["kind"] == "header" and first_line["command"] == IDENTITY["command"]
+
+
+def test_other_settings_are_never_mixed_in(tmp_path):
+    _run(tmp_path, lambda i, item: {"x": i}, items=ITEMS[:2])
+    with pytest.raises(ValueError, match="other settings"):
+        _run(tmp_path, lambda i, item: {"x": i}, settings={"prompt": "changed"})
+
+
+def test_an_unfinished_file_is_finished_in_its_own_mode(tmp_path):
+    _run(tmp_path, lambda i, item: {"x": i}, items=ITEMS[:2])
+    with pytest.raises(ValueError, match="started in replay mode"):
+        _run(tmp_path, lambda i, item: {"x": i}, mode="live")
+    _run(tmp_path, lambda i, item: {"x": i}, items=ITEMS[:2], mode="live")  # complete: nothing to add, no error
+    with pytest.raises(ValueError, match="mode must be one of"):
+        _run(tmp_path, lambda i, item: {"x": i}, mode="record")
+
+
+def test_a_missing_run_names_the_command(tmp_path):
+    with pytest.raises(FileNotFoundError, match="run_question_runs.py --run handbook-short-answers"):
+        load_item_run("handbook-short-answers", tmp_path)
+
+
+def test_tokens_survive_the_round_trip():
+    tokens = (TokenLogprob("F", -0.6, (("F", -0.6), ("D", -1.9))), TokenLogprob("-J", -1.5, ()))
+    assert decode_tokens(json.loads(json.dumps(encode_tokens(tokens)))) == tokens
+
+
+def test_every_run_has_a_recording_to_replay_and_the_shared_questions_are_stable():
+    assert list(RUNS)[-2:] == ["assistant-dev-fit", "assistant-test"]  # the test run needs the dev run first
+    assert all(run.recordings for run in RUNS.values())
+    questions = short_answer_questions()
+    assert len(questions) == 60 and questions["id"].is_monotonic_increasing
+    assert (questions["answer"].str.len() <= 20).all() and (questions["type"] == "answerable").all()
+
+
+class _FakeChat:
+    def __init__(self):
+        self.requests = []
+
+    def chat(self, messages, **options):
+        self.requests.append(options)
+        return type("Reply", (), {"text": f"answer {len(self.requests)}", "seconds": 0.25})()
+
+
+def test_sample_answers_draws_seeded_samples_after_one_greedy_answer():
+    llm = _FakeChat()
+    timer = CallTimer(llm)
+    greedy, samples = sample_answers(timer, "When?", "Section text.", n_samples=3)
+    assert [r["temperature"] for r in llm.requests] == [0.0, 0.7, 0.7, 0.7]
+    assert [r.get("seed") for r in llm.requests[1:]] == [0, 1, 2] and llm.requests[0]["top_logprobs"] == 5
+    assert greedy.text == "answer 1" and len(samples) == 3 and timer.seconds == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="temperature above 0"):
+        sample_answers(llm, "When?", "Section text.", temperature=0.0)
+
+
+def test_paired_auroc_difference():
+    rng = np.random.default_rng(1)
+    correct = rng.random(80) < 0.6
+    good = 1 / (1 + np.exp(-(2 * correct - 1 + rng.normal(0, 0.8, 80))))  # confidences in [0, 1]
+    noise = rng.random(80)
+    difference, low, high = auroc_difference(good, noise, correct, n=500)
+    assert difference == pytest.approx(auroc(good, correct) - auroc(noise, correct))
+    assert 0 < low < difference < high
+    assert auroc_difference(good, good, correct, n=200) == (0.0, 0.0, 0.0)  # the same signal: no difference at all
+    with pytest.raises(ValueError, match="only one class"):
+        auroc_difference(good, noise, np.ones(80, dtype=bool))
+    with pytest.raises(ValueError, match="same length"):
+        auroc_difference(good[:10], noise, correct)
+
+
+def test_saved_answerability_probabilities_fit_like_traces():
+    p_yes = [0.9, 0.85, 0.6, math.nan, 0.95]
+    right = [True, True, False, True, True]
+    threshold = fit_answerability_threshold(p_yes, right, target_precision=0.9)
+    assert 0.6 < threshold <= 0.85
+    table = decision_table(["ANSWER", "ASK", "HAND_OVER"], ["answerable", "answerable", "unanswerable"])
+    assert table.loc["answerable", "ANSWER"] == 1 and table.loc["unanswerable", "HAND_OVER"] == 1
+
+
+def test_a_names_shortlist_writes_its_prompt_anywhere_but_decides_only_embedded():
+    pool = banking77_pool().groupby("label", sort=True).head(2).reset_index(drop=True)
+    decider = ShortlistDecider(CallTimer(_FakeChat()), IntentRetriever(pool), load_label_groups("banking77"),
+                               answer="names", n_orders=1, calibrate=False, debias="none")
+    prompt = decider.messages(["card_arrival", "lost_or_stolen_card"], "Where is my card?")[-1]["content"]
+    assert "- card_arrival:" in prompt and prompt.endswith("Customer message: Where is my card?")
+    with pytest.raises(CapabilityError, match="embedded backend"):
+        decider.decide("Where is my card?")
+
+
+def test_an_item_run_without_its_header_is_refused_not_wiped(tmp_path):
+    path = _run(tmp_path, lambda i, item: {"x": i}, items=ITEMS[:3])
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[1:]), encoding="utf-8")
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="no header line but holds 3 rows"):
+        _run(tmp_path, lambda i, item: {"x": i})
+    assert path.read_bytes() == before
+
+
+def test_an_item_run_killed_mid_line_is_repaired_by_the_writer_only(tmp_path):
+    path = _run(tmp_path, lambda i, item: {"x": i}, items=ITEMS[:3])
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text + '{"kind": "row", "i": 3, "x"', encoding="utf-8")
+    before = path.read_bytes()
+    assert len(load_item_run("demo", tmp_path)[1]) == 3
+    assert path.read_bytes() == before  # a read never writes
+    with pytest.warns(UserWarning, match="unfinished last line"):
+        _run(tmp_path, lambda i, item: {"x": i})
+    assert [row["x"] for row in load_item_run("demo", tmp_path)[1]] == list(range(6))
