@@ -366,8 +366,8 @@ class _Recordings:
 
 def model_for(run: ItemRun, mode: str) -> Any:
     """The model a run uses: the configured backend live, or the run's recordings in replay mode."""
-    from lib.llm import BackendConfig, get_llm
-    from lib.recording import RecordedLLM
+    from lib.llm import BackendConfig
+    from lib.recording import RecordedLLM, get_llm
 
     if mode == "live":
         return get_llm()
