@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from lib.calibration import _check_confidence_correct
+from lib.calibration import _check_binary, _check_confidence_correct
 
-__all__ = ["accuracy_coverage", "risk_coverage", "aurc", "auroc", "accuracy_at_coverage"]
+__all__ = ["accuracy_coverage", "risk_coverage", "aurc", "oracle_aurc", "auroc", "accuracy_at_coverage"]
 
 
 def accuracy_coverage(
@@ -73,6 +73,25 @@ def aurc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.
     curve = risk_coverage(confidence, correct)
     widths = np.diff(curve["coverage"].to_numpy(), prepend=0.0)
     return float(np.sum(widths * curve["risk"].to_numpy()))
+
+
+def oracle_aurc(correct: Sequence[bool] | np.ndarray) -> float:
+    """The lowest AURC any confidence can reach on these answers: every right answer ranked first.
+
+    With R right answers out of n, acting on the top i items has risk 0 for i <= R and
+    ``(i - R) / i`` after that, so ``oracle AURC = (1/n) * sum_{i=R+1..n} (i - R) / i``. It is
+    above 0 whenever some answers are wrong (they are still there at full coverage).
+    Giving every right answer one confidence and every wrong answer another (e.g.
+    ``aurc(correct, correct)``) is *not* this oracle: :func:`aurc` treats tied items as one
+    step, which scores that two-valued confidence at about ``(1 - accuracy)**2``.
+
+    Args:
+        correct: shape (n,), booleans or 0/1.
+    """
+    corr = _check_binary(correct, "correct")
+    acted = np.arange(1, corr.size + 1)
+    risk = np.maximum(acted - int(corr.sum()), 0) / acted
+    return float(risk.mean())
 
 
 def auroc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray) -> float:

@@ -97,3 +97,20 @@ def test_accuracy_at_coverage():
 def test_selective_functions_reject_bad_input(function, confidence, correct, message):
     with pytest.raises(ValueError, match=message):
         function(confidence, correct)
+
+
+def test_oracle_aurc_hand_computed_and_below_every_ranking():
+    from lib.selective import oracle_aurc
+
+    # 2 right of 4: risks of the top 1..4 are 0, 0, 1/3, 2/4.
+    assert oracle_aurc([False, True, False, True]) == pytest.approx((0 + 0 + 1 / 3 + 1 / 2) / 4)
+    assert oracle_aurc([True, True]) == 0.0
+    assert oracle_aurc([False, False]) == 1.0
+    rng = np.random.default_rng(0)
+    correct = rng.random(300) < 0.6
+    best = oracle_aurc(correct)
+    assert best == pytest.approx(aurc(0.5 * correct + 0.4 * rng.random(300), correct))  # right first, no ties
+    for _ in range(20):
+        assert aurc(rng.random(300), correct) >= best
+    # The two-valued "confidence = correct" ties every right answer: about (1 - accuracy)^2, worse.
+    assert aurc(correct.astype(float), correct) > best
