@@ -344,12 +344,17 @@ def _temperature_direction(answer: Any) -> bool:
     return _normalized(answer).replace(" ", "-") == "over-confident"
 
 
-@exercise("nb09-ex3", hint="Dividing every score of a message by the same positive number keeps their order.",
-          expects="True or False")
-def _temperature_changes_choice(answer: Any) -> bool:
-    if not isinstance(answer, bool):
-        raise TypeError("expected a bool")
-    return answer is False
+@exercise("nb09-ex3", hint="Write the top confidence of each message as a function of T (softmax of the logs divided "
+          "by T), then try temperatures between 0.5 and 1, or let scipy.optimize.brentq find where the difference is 0.",
+          expects="a temperature, e.g. 0.8")
+def _temperature_where_ranking_flips(answer: Any) -> bool:
+    import numpy as np
+    from scipy.optimize import brentq
+    from scipy.special import softmax
+
+    message_a, message_b = np.log([0.7, 0.3]), np.log([0.6, 0.1, 0.1, 0.1, 0.1])
+    crossing = brentq(lambda t: softmax(message_a / t).max() - softmax(message_b / t).max(), 0.5, 1.0)
+    return _close(answer, crossing, tolerance=0.006)
 
 
 # --------------------------------------------------------------------------- notebook 10

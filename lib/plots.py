@@ -30,6 +30,7 @@ __all__ = [
     "DECISION_COLORS",
     "method_color",
     "reliability_diagram",
+    "reliability_grid",
     "accuracy_coverage_plot",
     "threshold_regions",
     "calibration_comparison",
@@ -72,6 +73,7 @@ def reliability_diagram(
     n_bins: int = 15,
     title: str | None = None,
     ax: tuple[Axes, Axes] | None = None,
+    legend: bool = True,
 ) -> Figure:
     """Accuracy per confidence bin against the diagonal, with item counts underneath.
 
@@ -84,6 +86,8 @@ def reliability_diagram(
         title: defaults to "Reliability diagram (ECE = ...)".
         ax: optional pair ``(top, bottom)`` of axes to draw into, e.g. a column of
             ``plt.subplots(2, k, height_ratios=[3, 1])``; by default a new figure.
+        legend: draw the legend inside the top axes (upper left). Figures with many
+            panels pass False and draw one legend for all (see :func:`reliability_grid`).
     """
     bins = reliability_bins(confidence, correct, n_bins=n_bins)
     error = ece(confidence, correct, n_bins=n_bins)
@@ -99,9 +103,49 @@ def reliability_diagram(
     top.plot([0, 1], [0, 1], linestyle="--", color="black", label="perfect calibration")
     top.set(xlim=(0, 1), ylim=(0, 1), ylabel="Accuracy (share correct, 0-1)",
             title=title if title is not None else f"Reliability diagram (ECE = {error:.3f})")
-    top.legend(loc="upper left")
+    if legend:
+        top.legend(loc="upper left")
     bottom.bar(bins["lower"], bins["count"], width=width, align="edge", color="0.5", edgecolor="white")
     bottom.set(xlim=(0, 1), xlabel="Confidence (probability, 0-1)", ylabel="Items (count)")
+    return figure
+
+
+def reliability_grid(
+    signals: dict[str, tuple[Sequence[float] | np.ndarray, Sequence[bool] | np.ndarray]],
+    columns: int = 3,
+    n_bins: int = 15,
+    title: str = "Accuracy per confidence bin against the diagonal",
+) -> Figure:
+    """One :func:`reliability_diagram` per signal, ``columns`` per row, with one shared legend.
+
+    Each panel is titled with its name, its number of items and its ECE; the legend sits
+    below all panels, so it covers no bar. Panels keep a readable size however many
+    signals there are (rows are added, never squeezed).
+
+    Args:
+        signals: ``{name: (confidence, correct)}``, arrays of shape (n,) each.
+    """
+    if not signals:
+        raise ValueError("signals is empty: pass {name: (confidence, correct)}")
+    _check_positive_int(columns, "columns")
+    columns = min(columns, len(signals))
+    rows = -(-len(signals) // columns)
+    figure = Figure(figsize=(4.0 * columns, 4.6 * rows + 0.6), layout="constrained")
+    axes = figure.subplots(2 * rows, columns, height_ratios=[3, 1] * rows, squeeze=False)
+    for k, (name, (confidence, correct)) in enumerate(signals.items()):
+        row, column = divmod(k, columns)
+        error = ece(confidence, correct, n_bins=n_bins)
+        reliability_diagram(confidence, correct, n_bins=n_bins, legend=False,
+                            ax=(axes[2 * row, column], axes[2 * row + 1, column]),
+                            title=f"{name}\n(n = {len(np.asarray(correct))}, ECE {error:.3f})")
+    for k in range(len(signals), rows * columns):
+        row, column = divmod(k, columns)
+        axes[2 * row, column].set_visible(False)
+        axes[2 * row + 1, column].set_visible(False)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    labels = [label.split(" (ECE")[0] for label in labels]
+    figure.legend(handles, labels, loc="outside lower center", ncols=len(handles))
+    figure.suptitle(title)
     return figure
 
 
