@@ -322,10 +322,16 @@ def _aurc_by_hand(answer: Any) -> bool:
     return _close(answer, (0.0 + 0.5 + 1.0 / 3.0) / 3.0, tolerance=0.001)
 
 
-@exercise("nb11-ex3", hint="In the CLINC150 table, compare the AUROC of knn's similarity with that of its raw "
-          "confidence, which is its margin.", expects='"similarity" or "margin"')
-def _clinc_knn_signal(answer: Any) -> bool:
-    return _normalized(answer) == "similarity"
+@exercise("nb11-ex3", hint="Take the out-of-scope rows (~in_scope_test), compare their embed-logreg confidence with "
+          "0.5, and take the mean of the comparison.", expects="a number between 0 and 1")
+def _clinc_handed_over_share(answer: Any) -> bool:
+    from lib.datasets import OUT_OF_SCOPE
+    from lib.runs import load_results
+
+    frame = load_results("clinc150", "test", "embed-logreg")
+    out_of_scope = (frame["label"] == OUT_OF_SCOPE).to_numpy()
+    handed_over = (frame["confidence"] < 0.5).to_numpy()
+    return _close(answer, float(handed_over[out_of_scope].mean()), tolerance=0.002)
 
 
 # --------------------------------------------------------------------------- notebook 09

@@ -12,6 +12,7 @@ left open, and in Jupyter a figure shows when it is the last value of a cell (or
 """
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Sequence
 
@@ -33,6 +34,7 @@ __all__ = [
     "reliability_grid",
     "accuracy_coverage_plot",
     "threshold_regions",
+    "routing_shares_plot",
     "calibration_comparison",
 ]
 
@@ -182,12 +184,15 @@ def threshold_regions(
     n_bins: int = 30,
     title: str = "Where the thresholds cut: right vs wrong answers by confidence",
     ax: Axes | None = None,
+    log_counts: bool = False,
 ) -> Figure:
     """Histogram of confidence for right and wrong answers with ACT/ASK/HAND_OVER shaded.
 
     Regions: ``[0, hand_over_threshold)`` HAND_OVER, ``[hand_over_threshold,
     act_threshold)`` ASK, ``[act_threshold, 1]`` ACT; an ``inf`` threshold empties its
-    region (as in :func:`lib.routing.route_by_thresholds`).
+    region (as in :func:`lib.routing.route_by_thresholds`). ``log_counts=True`` puts the
+    count axis on a log scale: when right answers outnumber wrong ones tenfold, the wrong
+    answers' histogram is otherwise a flat line at the bottom.
     """
     conf, corr = _check_confidence_correct(confidence, correct)
     _check_positive_int(n_bins, "n_bins")
@@ -208,8 +213,42 @@ def threshold_regions(
     edges = np.linspace(0.0, 1.0, n_bins + 1)
     axes.hist([conf[corr], conf[~corr]], bins=edges, color=[_RIGHT_COLOR, _WRONG_COLOR],
               label=["right", "wrong"], histtype="step", linewidth=1.8)
-    axes.set(xlim=(0, 1), xlabel="Confidence (probability, 0-1)", ylabel="Items (count)", title=title)
+    axes.set(xlim=(0, 1), xlabel="Confidence (probability, 0-1)", title=title,
+             ylabel="Items (count, log scale)" if log_counts else "Items (count)")
+    if log_counts:
+        axes.set_yscale("log")
     axes.legend(loc="upper left")
+    return figure
+
+
+def routing_shares_plot(
+    sweep: pd.DataFrame,
+    marked_threshold: float | None = None,
+    title: str = "What the act threshold does: shares of messages and acted accuracy",
+    ax: Axes | None = None,
+) -> Figure:
+    """Stacked shares acted / asked / handed over against the act threshold, with acted accuracy.
+
+    Args:
+        sweep: from :func:`lib.routing.routing_sweep` (columns ``act_threshold``,
+            ``share_act``, ``share_ask``, ``share_hand_over``, ``act_accuracy``).
+        marked_threshold: drawn as a dashed vertical line (e.g. the fitted act threshold).
+    """
+    required = {"act_threshold", "share_act", "share_ask", "share_hand_over", "act_accuracy"}
+    missing = required - set(sweep.columns)
+    if missing:
+        raise ValueError(f"sweep is missing columns {sorted(missing)}; make it with lib.routing.routing_sweep")
+    figure, axes = _new_axes(ax)
+    x = sweep["act_threshold"].to_numpy(float)
+    shares = [100 * sweep[f"share_{key}"].to_numpy(float) for key in ("act", "ask", "hand_over")]
+    axes.stackplot(x, *shares, colors=[DECISION_COLORS[d] for d in (Decision.ACT, Decision.ASK, Decision.HAND_OVER)],
+                   alpha=0.45, labels=["ACT share", "ASK share", "HAND_OVER share"])
+    axes.plot(x, 100 * sweep["act_accuracy"].to_numpy(float), color="black", linewidth=2, label="accuracy of acted messages")
+    if marked_threshold is not None and math.isfinite(marked_threshold):
+        axes.axvline(marked_threshold, color="black", linestyle="--", linewidth=1, label=f"act threshold {marked_threshold:.3f}")
+    axes.set(xlim=(x.min(), x.max()), ylim=(0, 100), xlabel="Act threshold (confidence, 0-1)",
+             ylabel="Share of messages, accuracy (%)", title=title)
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncols=3, fontsize="small")
     return figure
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "cost_thresholds",
     "mean_cost",
     "routing_summary",
+    "routing_sweep",
     "ConformalClassifier",
     "coverage",
     "mean_set_size",
@@ -427,6 +428,32 @@ def routing_summary(
         "act_accuracy": rates["act_accuracy"],
         "cost_per_message": mean_cost(routed, corr, cost_table),
     }
+
+
+def routing_sweep(
+    confidence: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    act_thresholds: Sequence[float] | np.ndarray,
+    hand_over_threshold: float,
+    cost_table: dict[str, float],
+) -> pd.DataFrame:
+    """:func:`routing_summary` for each act threshold, with the hand-over threshold held fixed.
+
+    Act thresholds below ``hand_over_threshold`` would leave no valid ASK band, so they are
+    raised to it (everything at or above the hand-over threshold is then acted on).
+
+    Returns:
+        DataFrame, one row per act threshold (in the order given), with column
+        ``act_threshold`` and the keys of :func:`routing_summary`.
+    """
+    rows = []
+    for threshold in np.asarray(act_thresholds, dtype=float):
+        act_threshold = max(float(threshold), hand_over_threshold)
+        summary = routing_summary(confidence, correct, act_threshold, hand_over_threshold, cost_table)
+        rows.append({"act_threshold": act_threshold, **summary})
+    if not rows:
+        raise ValueError("act_thresholds is empty: give at least one threshold")
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------

@@ -120,3 +120,23 @@ def test_reliability_grid_one_legend_below_and_hidden_spare_panels(data):
 def test_reliability_diagram_without_legend(data):
     figure = reliability_diagram(*data, legend=False)
     assert figure.axes[0].get_legend() is None
+
+
+def test_threshold_regions_log_counts(data):
+    figure = threshold_regions(*data, act_threshold=0.9, hand_over_threshold=0.5, log_counts=True)
+    (axes,) = figure.axes
+    assert axes.get_yscale() == "log" and "log" in axes.get_ylabel()
+
+
+def test_routing_shares_plot(data):
+    from lib.plots import routing_shares_plot
+    from lib.routing import routing_sweep
+
+    sweep = routing_sweep(*data, np.linspace(0.0, 1.0, 21), 0.3, {"act_wrong": 10.0, "ask": 1.0, "hand_over": 3.0})
+    figure = routing_shares_plot(sweep, marked_threshold=0.8)
+    (axes,) = figure.axes
+    _assert_labelled(axes)
+    labels = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert labels[:3] == ["ACT share", "ASK share", "HAND_OVER share"] and "act threshold 0.800" in labels
+    with pytest.raises(ValueError, match="missing columns"):
+        routing_shares_plot(sweep.drop(columns="share_ask"))

@@ -432,3 +432,21 @@ def test_cost_thresholds_minimise_mean_cost_of_their_own_routing():
     fitted = cost_thresholds(confidence, correct, costs)
     routed = route_by_thresholds(confidence, fitted.act_threshold, fitted.hand_over_threshold)
     assert mean_cost(routed, correct, costs) == pytest.approx(fitted.expected_cost)
+
+
+def test_routing_sweep_rows_match_routing_summary_and_shares_move_monotonically():
+    from lib.routing import routing_summary, routing_sweep
+
+    rng = np.random.default_rng(5)
+    confidence = rng.random(300)
+    correct = rng.random(300) < confidence
+    costs = {"act_wrong": 15.0, "ask": 0.5, "hand_over": 4.0}
+    sweep = routing_sweep(confidence, correct, [0.0, 0.2, 0.5, 0.9, 1.0], 0.2, costs)
+    assert list(sweep["act_threshold"]) == [0.2, 0.2, 0.5, 0.9, 1.0]  # below the hand-over threshold: raised to it
+    for row in sweep.itertuples():
+        expected = routing_summary(confidence, correct, row.act_threshold, 0.2, costs)
+        assert row.share_act == expected["share_act"] and row.cost_per_message == pytest.approx(expected["cost_per_message"])
+    assert sweep["share_act"].is_monotonic_decreasing and sweep["share_ask"].is_monotonic_increasing
+    assert np.allclose(sweep["share_hand_over"], np.mean(confidence < 0.2))
+    with pytest.raises(ValueError, match="empty"):
+        routing_sweep(confidence, correct, [], 0.2, costs)
