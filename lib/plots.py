@@ -76,6 +76,7 @@ def reliability_diagram(
     title: str | None = None,
     ax: tuple[Axes, Axes] | None = None,
     legend: bool = True,
+    strategy: str = "uniform",
 ) -> Figure:
     """Accuracy per confidence bin against the diagonal, with item counts underneath.
 
@@ -88,11 +89,13 @@ def reliability_diagram(
         title: defaults to "Reliability diagram (ECE = ...)".
         ax: optional pair ``(top, bottom)`` of axes to draw into, e.g. a column of
             ``plt.subplots(2, k, height_ratios=[3, 1])``; by default a new figure.
+        strategy: "uniform" (equal-width bins) or "quantile" (bins of roughly equal
+            counts), as in :func:`lib.calibration.reliability_bins`.
         legend: draw the legend inside the top axes (upper left). Figures with many
             panels pass False and draw one legend for all (see :func:`reliability_grid`).
     """
-    bins = reliability_bins(confidence, correct, n_bins=n_bins)
-    error = ece(confidence, correct, n_bins=n_bins)
+    bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy=strategy)
+    error = ece(confidence, correct, n_bins=n_bins, strategy=strategy)
     if ax is None:
         figure = Figure(figsize=(5.2, 5.6), layout="constrained")
         top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[3, 1])

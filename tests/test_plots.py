@@ -140,3 +140,10 @@ def test_routing_shares_plot(data):
     assert labels[:3] == ["ACT share", "ASK share", "HAND_OVER share"] and "act threshold 0.800" in labels
     with pytest.raises(ValueError, match="missing columns"):
         routing_shares_plot(sweep.drop(columns="share_ask"))
+
+
+def test_reliability_diagram_quantile_bins(data):
+    figure = reliability_diagram(*data, n_bins=8, strategy="quantile")
+    top, bottom = figure.axes
+    counts = [patch.get_height() for patch in bottom.patches]
+    assert len(counts) == 8 and max(counts) - min(counts) <= 2  # roughly equal counts per bin
