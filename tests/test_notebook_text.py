@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -34,17 +35,13 @@ PRIVATE_DOTTED = re.compile(r"\blib(?:\.\w+)*\._[A-Za-z]\w*")
 
 
 @lru_cache(maxsize=1)
-def repository_files() -> tuple[frozenset[str], frozenset[str]]:
-    """(paths relative to the repository root, file base names) of every file in the checkout."""
-    paths, names = set(), set()
-    for path in REPO.rglob("*"):
-        relative = path.relative_to(REPO)
-        if set(relative.parts) & SKIPPED_DIRS:
-            continue
-        paths.add(relative.as_posix() + ("/" if path.is_dir() else ""))
-        if path.is_file():
-            names.add(path.name)
-    return frozenset(paths), frozenset(names)
+def repository_file_names() -> frozenset[str]:
+    """Base names of every file in the checkout (build outputs, caches and the venv left out)."""
+    names = set()
+    for folder, subfolders, files in os.walk(REPO):
+        subfolders[:] = [name for name in subfolders if name not in SKIPPED_DIRS]
+        names.update(files)
+    return frozenset(names)
 
 
 def cells(path: Path, kind: str) -> list[tuple[int, str]]:
@@ -67,7 +64,7 @@ def path_exists(path: str) -> bool:
 
 def missing_files(markdown: str) -> list[str]:
     """Names of repository files, folders and link targets in ``markdown`` that do not exist."""
-    _, names = repository_files()
+    names = repository_file_names()
     missing = [m.group(1) for m in PATH_PATTERN.finditer(markdown) if not path_exists(m.group(1))]
     for match in OUTSIDE_PATTERN.finditer(markdown):  # ../x from the notebooks folder: must stay inside
         resolved = (REPO / "notebooks" / match.group(1).rstrip(".,;:")).resolve()
