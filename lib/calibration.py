@@ -223,16 +223,18 @@ def ece(
     confidence: Sequence[float] | np.ndarray,
     correct: Sequence[bool] | np.ndarray,
     n_bins: int = 15,
+    strategy: BinStrategy = "uniform",
 ) -> float:
-    """Expected calibration error over ``n_bins`` equal-width bins, in [0, 1].
+    """Expected calibration error over ``n_bins`` bins, in [0, 1].
 
     ECE = sum over bins of (count / n) * |accuracy - mean confidence|, using exactly the
-    bins of :func:`reliability_bins` with ``strategy="uniform"``; empty bins add nothing.
-    0 means that within every bin the average confidence equals the share correct.
+    bins of :func:`reliability_bins` with the same ``strategy`` (equal-width by default,
+    or "quantile" for bins of roughly equal counts); empty bins add nothing. 0 means that
+    within every bin the average confidence equals the share correct.
     """
     conf, corr = _check_confidence_correct(confidence, correct)
     _check_positive_int(n_bins, "n_bins")
-    counts, confidence_sums, correct_sums = _bin_sums(conf, corr, _bin_edges(conf, n_bins, "uniform"))
+    counts, confidence_sums, correct_sums = _bin_sums(conf, corr, _bin_edges(conf, n_bins, strategy))
     # |sum correct - sum confidence| per bin equals count * |accuracy - mean confidence|.
     return float(np.abs(correct_sums - confidence_sums).sum() / conf.size)
 
@@ -607,13 +609,56 @@ class ResultsTemperatureScaling:
         the unscaled probabilities); steps it does not name keep their fitted temperature.
         """
         _require_fitted(self, "temperatures_", "predict_confidence")
-        confidence = np.ones(len(results))
-        for step in option_scores(results, self.method, self.label_groups):
+        return self._chosen_probability(option_scores(results, self.method, self.label_groups), temperatures)
+
+    def _chosen_probability(self, steps: list[OptionScores], temperatures: dict[str, float] | None) -> np.ndarray:
+        """Product over steps of the rescaled probability of the chosen option, shape (n,)."""
+        confidence = np.ones(len(steps[0].chosen))
+        for step in steps:
             temperature = (temperatures or {}).get(step.step, self.temperatures_[step.step])
-            padded = _pad_logprobs(step.logprobs)
-            probs = np.exp(_log_softmax(padded, float(temperature)))
-            confidence *= probs[np.arange(len(results)), step.chosen]
+            probs = np.exp(_log_softmax(_pad_logprobs(step.logprobs), float(temperature)))
+            confidence *= probs[np.arange(confidence.size), step.chosen]
         return np.clip(confidence, 0.0, 1.0)
+
+    def temperature_sweep(
+        self, results: pd.DataFrame, temperatures: Sequence[float] | np.ndarray, step: str | None = None
+    ) -> pd.DataFrame:
+        """How calibration scores on ``results`` change as one step's temperature moves.
+
+        Every other step keeps its fitted temperature. This is what a learner wants to see
+        while moving a temperature slider: the fitted T should sit at (or near) the lowest
+        NLL of the right option's step, and ECE, NLL and Brier of the chosen answers say
+        how the confidences behave on the data passed (e.g. the test split).
+
+        Args:
+            results: saved results of this method (e.g. the test split).
+            temperatures: the temperatures to evaluate, each > 0.
+            step: which step moves; required when the method has more than one step.
+
+        Returns:
+            DataFrame with one row per temperature: ``temperature``, ``ECE`` (15 equal-width
+            bins), ``NLL`` and ``Brier`` of the chosen answers' confidence against whether
+            they were right, and ``mean_confidence``.
+        """
+        _require_fitted(self, "temperatures_", "temperature_sweep")
+        if step is None:
+            if len(self.temperatures_) != 1:
+                raise ValueError(f"method {self.method!r} has steps {sorted(self.temperatures_)}; say which step moves")
+            step = next(iter(self.temperatures_))
+        if step not in self.temperatures_:
+            raise ValueError(f"step must be one of {sorted(self.temperatures_)}, got {step!r}")
+        values = np.asarray(temperatures, dtype=float)
+        if values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
+            raise ValueError("temperatures must be a non-empty 1-D sequence of finite numbers > 0")
+        steps = option_scores(results, self.method, self.label_groups)
+        correct = results["correct"].to_numpy(bool)
+        rows = []
+        for temperature in values:
+            confidence = self._chosen_probability(steps, {step: float(temperature)})
+            rows.append({"temperature": float(temperature), "ECE": ece(confidence, correct),
+                         "NLL": nll(confidence, correct), "Brier": brier(confidence, correct),
+                         "mean_confidence": float(confidence.mean())})
+        return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------

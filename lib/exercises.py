@@ -326,10 +326,16 @@ def _aurc_by_hand(answer: Any) -> bool:
     return _close(answer, (0.0 + 0.5 + 1.0 / 3.0) / 3.0, tolerance=0.001)
 
 
-@exercise("nb11-ex3", hint="In the CLINC150 table, compare the AUROC of knn's similarity with that of its raw "
-          "confidence, which is its margin.", expects='"similarity" or "margin"')
-def _clinc_knn_signal(answer: Any) -> bool:
-    return _normalized(answer) == "similarity"
+@exercise("nb11-ex3", hint="Take the out-of-scope rows (~in_scope_test), compare their embed-logreg confidence with "
+          "0.5, and take the mean of the comparison.", expects="a number between 0 and 1")
+def _clinc_handed_over_share(answer: Any) -> bool:
+    from lib.datasets import OUT_OF_SCOPE
+    from lib.runs import load_results
+
+    frame = load_results("clinc150", "test", "embed-logreg")
+    out_of_scope = (frame["label"] == OUT_OF_SCOPE).to_numpy()
+    handed_over = (frame["confidence"] < 0.5).to_numpy()
+    return _close(answer, float(handed_over[out_of_scope].mean()), tolerance=0.002)
 
 
 # --------------------------------------------------------------------------- notebook 09
@@ -348,12 +354,17 @@ def _temperature_direction(answer: Any) -> bool:
     return _normalized(answer).replace(" ", "-") == "over-confident"
 
 
-@exercise("nb09-ex3", hint="Dividing every score of a message by the same positive number keeps their order.",
-          expects="True or False")
-def _temperature_changes_choice(answer: Any) -> bool:
-    if not isinstance(answer, bool):
-        raise TypeError("expected a bool")
-    return answer is False
+@exercise("nb09-ex3", hint="Write the top confidence of each message as a function of T (softmax of the logs divided "
+          "by T), then try temperatures between 0.5 and 1, or let scipy.optimize.brentq find where the difference is 0.",
+          expects="a temperature, e.g. 0.8")
+def _temperature_where_ranking_flips(answer: Any) -> bool:
+    import numpy as np
+    from scipy.optimize import brentq
+    from scipy.special import softmax
+
+    message_a, message_b = np.log([0.7, 0.3]), np.log([0.6, 0.1, 0.1, 0.1, 0.1])
+    crossing = brentq(lambda t: softmax(message_a / t).max() - softmax(message_b / t).max(), 0.5, 1.0)
+    return _close(answer, crossing, tolerance=0.006)
 
 
 # --------------------------------------------------------------------------- notebook 10

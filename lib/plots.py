@@ -12,6 +12,7 @@ left open, and in Jupyter a figure shows when it is the last value of a cell (or
 """
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Sequence
 
@@ -30,8 +31,10 @@ __all__ = [
     "DECISION_COLORS",
     "method_color",
     "reliability_diagram",
+    "reliability_grid",
     "accuracy_coverage_plot",
     "threshold_regions",
+    "routing_shares_plot",
     "calibration_comparison",
 ]
 
@@ -72,6 +75,8 @@ def reliability_diagram(
     n_bins: int = 15,
     title: str | None = None,
     ax: tuple[Axes, Axes] | None = None,
+    legend: bool = True,
+    strategy: str = "uniform",
 ) -> Figure:
     """Accuracy per confidence bin against the diagonal, with item counts underneath.
 
@@ -84,9 +89,13 @@ def reliability_diagram(
         title: defaults to "Reliability diagram (ECE = ...)".
         ax: optional pair ``(top, bottom)`` of axes to draw into, e.g. a column of
             ``plt.subplots(2, k, height_ratios=[3, 1])``; by default a new figure.
+        strategy: "uniform" (equal-width bins) or "quantile" (bins of roughly equal
+            counts), as in :func:`lib.calibration.reliability_bins`.
+        legend: draw the legend inside the top axes (upper left). Figures with many
+            panels pass False and draw one legend for all (see :func:`reliability_grid`).
     """
-    bins = reliability_bins(confidence, correct, n_bins=n_bins)
-    error = ece(confidence, correct, n_bins=n_bins)
+    bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy=strategy)
+    error = ece(confidence, correct, n_bins=n_bins, strategy=strategy)
     if ax is None:
         figure = Figure(figsize=(5.2, 5.6), layout="constrained")
         top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[3, 1])
@@ -99,9 +108,49 @@ def reliability_diagram(
     top.plot([0, 1], [0, 1], linestyle="--", color="black", label="perfect calibration")
     top.set(xlim=(0, 1), ylim=(0, 1), ylabel="Accuracy (share correct, 0-1)",
             title=title if title is not None else f"Reliability diagram (ECE = {error:.3f})")
-    top.legend(loc="upper left")
+    if legend:
+        top.legend(loc="upper left")
     bottom.bar(bins["lower"], bins["count"], width=width, align="edge", color="0.5", edgecolor="white")
     bottom.set(xlim=(0, 1), xlabel="Confidence (probability, 0-1)", ylabel="Items (count)")
+    return figure
+
+
+def reliability_grid(
+    signals: dict[str, tuple[Sequence[float] | np.ndarray, Sequence[bool] | np.ndarray]],
+    columns: int = 3,
+    n_bins: int = 15,
+    title: str = "Accuracy per confidence bin against the diagonal",
+) -> Figure:
+    """One :func:`reliability_diagram` per signal, ``columns`` per row, with one shared legend.
+
+    Each panel is titled with its name, its number of items and its ECE; the legend sits
+    below all panels, so it covers no bar. Panels keep a readable size however many
+    signals there are (rows are added, never squeezed).
+
+    Args:
+        signals: ``{name: (confidence, correct)}``, arrays of shape (n,) each.
+    """
+    if not signals:
+        raise ValueError("signals is empty: pass {name: (confidence, correct)}")
+    _check_positive_int(columns, "columns")
+    columns = min(columns, len(signals))
+    rows = -(-len(signals) // columns)
+    figure = Figure(figsize=(4.0 * columns, 4.6 * rows + 0.6), layout="constrained")
+    axes = figure.subplots(2 * rows, columns, height_ratios=[3, 1] * rows, squeeze=False)
+    for k, (name, (confidence, correct)) in enumerate(signals.items()):
+        row, column = divmod(k, columns)
+        error = ece(confidence, correct, n_bins=n_bins)
+        reliability_diagram(confidence, correct, n_bins=n_bins, legend=False,
+                            ax=(axes[2 * row, column], axes[2 * row + 1, column]),
+                            title=f"{name}\n(n = {len(np.asarray(correct))}, ECE {error:.3f})")
+    for k in range(len(signals), rows * columns):
+        row, column = divmod(k, columns)
+        axes[2 * row, column].set_visible(False)
+        axes[2 * row + 1, column].set_visible(False)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    labels = [label.split(" (ECE")[0] for label in labels]
+    figure.legend(handles, labels, loc="outside lower center", ncols=len(handles))
+    figure.suptitle(title)
     return figure
 
 
@@ -138,12 +187,15 @@ def threshold_regions(
     n_bins: int = 30,
     title: str = "Where the thresholds cut: right vs wrong answers by confidence",
     ax: Axes | None = None,
+    log_counts: bool = False,
 ) -> Figure:
     """Histogram of confidence for right and wrong answers with ACT/ASK/HAND_OVER shaded.
 
     Regions: ``[0, hand_over_threshold)`` HAND_OVER, ``[hand_over_threshold,
     act_threshold)`` ASK, ``[act_threshold, 1]`` ACT; an ``inf`` threshold empties its
-    region (as in :func:`lib.routing.route_by_thresholds`).
+    region (as in :func:`lib.routing.route_by_thresholds`). ``log_counts=True`` puts the
+    count axis on a log scale: when right answers outnumber wrong ones tenfold, the wrong
+    answers' histogram is otherwise a flat line at the bottom.
     """
     conf, corr = _check_confidence_correct(confidence, correct)
     _check_positive_int(n_bins, "n_bins")
@@ -164,8 +216,42 @@ def threshold_regions(
     edges = np.linspace(0.0, 1.0, n_bins + 1)
     axes.hist([conf[corr], conf[~corr]], bins=edges, color=[_RIGHT_COLOR, _WRONG_COLOR],
               label=["right", "wrong"], histtype="step", linewidth=1.8)
-    axes.set(xlim=(0, 1), xlabel="Confidence (probability, 0-1)", ylabel="Items (count)", title=title)
+    axes.set(xlim=(0, 1), xlabel="Confidence (probability, 0-1)", title=title,
+             ylabel="Items (count, log scale)" if log_counts else "Items (count)")
+    if log_counts:
+        axes.set_yscale("log")
     axes.legend(loc="upper left")
+    return figure
+
+
+def routing_shares_plot(
+    sweep: pd.DataFrame,
+    marked_threshold: float | None = None,
+    title: str = "What the act threshold does: shares of messages and acted accuracy",
+    ax: Axes | None = None,
+) -> Figure:
+    """Stacked shares acted / asked / handed over against the act threshold, with acted accuracy.
+
+    Args:
+        sweep: from :func:`lib.routing.routing_sweep` (columns ``act_threshold``,
+            ``share_act``, ``share_ask``, ``share_hand_over``, ``act_accuracy``).
+        marked_threshold: drawn as a dashed vertical line (e.g. the fitted act threshold).
+    """
+    required = {"act_threshold", "share_act", "share_ask", "share_hand_over", "act_accuracy"}
+    missing = required - set(sweep.columns)
+    if missing:
+        raise ValueError(f"sweep is missing columns {sorted(missing)}; make it with lib.routing.routing_sweep")
+    figure, axes = _new_axes(ax)
+    x = sweep["act_threshold"].to_numpy(float)
+    shares = [100 * sweep[f"share_{key}"].to_numpy(float) for key in ("act", "ask", "hand_over")]
+    axes.stackplot(x, *shares, colors=[DECISION_COLORS[d] for d in (Decision.ACT, Decision.ASK, Decision.HAND_OVER)],
+                   alpha=0.45, labels=["ACT share", "ASK share", "HAND_OVER share"])
+    axes.plot(x, 100 * sweep["act_accuracy"].to_numpy(float), color="black", linewidth=2, label="accuracy of acted messages")
+    if marked_threshold is not None and math.isfinite(marked_threshold):
+        axes.axvline(marked_threshold, color="black", linestyle="--", linewidth=1, label=f"act threshold {marked_threshold:.3f}")
+    axes.set(xlim=(x.min(), x.max()), ylim=(0, 100), xlabel="Act threshold (confidence, 0-1)",
+             ylabel="Share of messages, accuracy (%)", title=title)
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncols=3, fontsize="small")
     return figure
 
 

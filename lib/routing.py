@@ -40,6 +40,9 @@ __all__ = [
     "bootstrap_outcomes",
     "CostThresholds",
     "cost_thresholds",
+    "mean_cost",
+    "routing_summary",
+    "routing_sweep",
     "ConformalClassifier",
     "coverage",
     "mean_set_size",
@@ -370,6 +373,87 @@ def cost_thresholds(
         expected_cost=float(totals[i] / conf.size),
         fitted_on=conf.size,
     )
+
+
+def mean_cost(
+    decisions: Sequence[Decision | str] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    cost_table: dict[str, float],
+) -> float:
+    """Mean cost per item of a routing under the cost model of :func:`cost_thresholds`.
+
+    Args:
+        decisions: shape (n,), :class:`Decision` per item.
+        correct: shape (n,), whether the top answer was right.
+        cost_table: keys ``act_wrong``, ``ask``, ``hand_over`` (optional ``act_right``,
+            default 0, and ``ask_wrong``, default ``ask + hand_over``).
+    """
+    routed, corr, _ = _checked_outcome_inputs(decisions, correct, None)
+    costs = _check_cost_table(cost_table)
+    acted, asked, _ = _route_masks(routed)
+    per_item = np.select(
+        [acted & corr, acted, asked & corr, asked],
+        [costs["act_right"], costs["act_wrong"], costs["ask"], costs["ask_wrong"]],
+        costs["hand_over"],
+    )
+    return float(per_item.mean())
+
+
+def routing_summary(
+    confidence: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    act_threshold: float,
+    hand_over_threshold: float,
+    cost_table: dict[str, float],
+) -> dict[str, float]:
+    """What two thresholds do to labelled data: shares, acted accuracy and mean cost.
+
+    Routes with :func:`route_by_thresholds` (a ``hand_over_threshold`` above
+    ``act_threshold`` is an error) and summarises with :func:`outcomes` and
+    :func:`mean_cost`. This is what a learner wants to see while moving the two
+    thresholds and the costs: how the messages split, how often the acted ones are right,
+    and what the whole routing costs per message.
+
+    Returns:
+        dict with ``share_act``, ``share_ask``, ``share_hand_over`` (sum to 1),
+        ``act_accuracy`` (NaN when nothing is acted on) and ``cost_per_message``.
+    """
+    conf, corr = _check_confidence_correct(confidence, correct)
+    routed = route_by_thresholds(conf, act_threshold, hand_over_threshold)
+    rates = outcomes(routed, corr)
+    return {
+        "share_act": rates["share_act"],
+        "share_ask": rates["share_ask"],
+        "share_hand_over": rates["share_hand_over"],
+        "act_accuracy": rates["act_accuracy"],
+        "cost_per_message": mean_cost(routed, corr, cost_table),
+    }
+
+
+def routing_sweep(
+    confidence: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    act_thresholds: Sequence[float] | np.ndarray,
+    hand_over_threshold: float,
+    cost_table: dict[str, float],
+) -> pd.DataFrame:
+    """:func:`routing_summary` for each act threshold, with the hand-over threshold held fixed.
+
+    Act thresholds below ``hand_over_threshold`` would leave no valid ASK band, so they are
+    raised to it (everything at or above the hand-over threshold is then acted on).
+
+    Returns:
+        DataFrame, one row per act threshold (in the order given), with column
+        ``act_threshold`` and the keys of :func:`routing_summary`.
+    """
+    rows = []
+    for threshold in np.asarray(act_thresholds, dtype=float):
+        act_threshold = max(float(threshold), hand_over_threshold)
+        summary = routing_summary(confidence, correct, act_threshold, hand_over_threshold, cost_table)
+        rows.append({"act_threshold": act_threshold, **summary})
+    if not rows:
+        raise ValueError("act_thresholds is empty: give at least one threshold")
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------

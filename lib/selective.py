@@ -12,15 +12,24 @@ indistinguishable to a threshold, so they always enter the acted set together.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from lib.calibration import _check_confidence_correct
+from lib.calibration import _check_binary, _check_confidence_correct
 
-__all__ = ["accuracy_coverage", "risk_coverage", "aurc", "auroc", "accuracy_at_coverage"]
+__all__ = [
+    "accuracy_coverage",
+    "risk_coverage",
+    "aurc",
+    "oracle_aurc",
+    "auroc",
+    "accuracy_at_coverage",
+    "precision_at_recall",
+    "agreement_features",
+]
 
 
 def accuracy_coverage(
@@ -75,6 +84,25 @@ def aurc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.
     return float(np.sum(widths * curve["risk"].to_numpy()))
 
 
+def oracle_aurc(correct: Sequence[bool] | np.ndarray) -> float:
+    """The lowest AURC any confidence can reach on these answers: every right answer ranked first.
+
+    With R right answers out of n, acting on the top i items has risk 0 for i <= R and
+    ``(i - R) / i`` after that, so ``oracle AURC = (1/n) * sum_{i=R+1..n} (i - R) / i``. It is
+    above 0 whenever some answers are wrong (they are still there at full coverage).
+    Giving every right answer one confidence and every wrong answer another (e.g.
+    ``aurc(correct, correct)``) is *not* this oracle: :func:`aurc` treats tied items as one
+    step, which scores that two-valued confidence at about ``(1 - accuracy)**2``.
+
+    Args:
+        correct: shape (n,), booleans or 0/1.
+    """
+    corr = _check_binary(correct, "correct")
+    acted = np.arange(1, corr.size + 1)
+    risk = np.maximum(acted - int(corr.sum()), 0) / acted
+    return float(risk.mean())
+
+
 def auroc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray) -> float:
     """Probability that a random right answer has higher confidence than a random wrong one.
 
@@ -116,3 +144,91 @@ def accuracy_at_coverage(
     # Tolerance so that e.g. coverage=0.3 with n=10 reaches the row with coverage 3/10.
     reached = curve["coverage"].to_numpy() >= coverage - 1e-12
     return float(curve["accuracy"].to_numpy()[np.argmax(reached)])
+
+
+def precision_at_recall(
+    confidence: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    recall: float,
+) -> float:
+    """Precision of the acted set at the highest threshold that keeps ``recall`` of the right answers.
+
+    The right answers are the positives. For a threshold ``t``, the acted set is every item
+    with ``confidence >= t``; its **recall** is the share of all right answers that are in it,
+    and its **precision** the share of it that is right (the acted accuracy). The threshold is
+    the highest one whose recall is at least ``recall``; tied items stay together, so the
+    recall reached can be a bit higher than asked. Example: a precision of 0.88 at 90% recall
+    means that keeping 90% of the right answers costs acting on wrong answers at a rate of 12%.
+
+    Args:
+        confidence: shape (n,), in [0, 1], higher = more confident.
+        correct: shape (n,), booleans or 0/1; must hold at least one right answer.
+        recall: the share of right answers to keep, in (0, 1].
+
+    Raises ValueError for ``recall`` outside (0, 1] or when no answer is right.
+    """
+    if not 0.0 < recall <= 1.0:
+        raise ValueError(f"recall must lie in (0, 1], got {recall!r}")
+    conf, corr = _check_confidence_correct(confidence, correct)
+    n_right = int(corr.sum())
+    if n_right == 0:
+        raise ValueError("correct holds no right answer; recall is undefined")
+    curve = accuracy_coverage(conf, corr)
+    right_acted = np.rint(curve["accuracy"].to_numpy() * curve["count"].to_numpy())
+    # Tolerance so that e.g. recall=0.5 with 4 right answers reaches the row holding 2 of them.
+    reached = right_acted / n_right >= recall - 1e-12
+    return float(curve["accuracy"].to_numpy()[np.argmax(reached)])
+
+
+def agreement_features(
+    deciders: Mapping[str, pd.DataFrame], retriever: pd.DataFrame, retriever_name: str = "knn"
+) -> pd.DataFrame:
+    """Signals for predicting whether an answer is right: probabilities, agreement, retriever scores.
+
+    Different methods fail on different messages, so whether they pick the same label is
+    evidence of its own. This joins saved results of several methods on their row index and
+    returns, per message, the columns a combined signal (e.g. a logistic regression) reads.
+
+    Args:
+        deciders: name -> one method's results, one row per message, indexed by the row
+            index ``i`` of the split, with columns ``pred`` (its answer) and ``confidence``
+            (its probability of that answer).
+        retriever: the nearest-neighbour retriever's results on the same split, indexed by
+            ``i``, with columns ``pred`` (top-1 label), ``similarity`` and ``margin``.
+        retriever_name: how the retriever is named in the agreement columns.
+
+    Returns:
+        DataFrame of shape (m, 2 * k + k * (k - 1) / 2 + 2) for k deciders, float columns,
+        indexed by the ``i`` present in every frame (inner join, sorted, m <= each frame's
+        length), columns in this order:
+
+        * ``"p <name>"``: each decider's probability of its answer;
+        * ``"<name> = <retriever_name>"``: 1.0 where the decider's answer equals the
+          retriever's top-1 label, else 0.0;
+        * ``"<a> = <b>"``: for each pair of deciders, in the order given, 1.0 where they agree;
+        * ``"similarity"``, ``"margin"``: the retriever's scores.
+
+    Raises ValueError if ``deciders`` is empty or a name collides with ``retriever_name``.
+    """
+    if not deciders:
+        raise ValueError("deciders is empty; pass at least one method's results")
+    if retriever_name in deciders:
+        raise ValueError(f"a decider is named {retriever_name!r}, like the retriever; rename one of them")
+    index = retriever.index
+    for frame in deciders.values():
+        index = index.intersection(frame.index)
+    index = index.sort_values()
+    predictions = {name: frame.loc[index, "pred"] for name, frame in deciders.items()}
+    retriever_pred = retriever.loc[index, "pred"]
+    columns: dict[str, pd.Series] = {}
+    for name, frame in deciders.items():
+        columns[f"p {name}"] = frame.loc[index, "confidence"].astype(float)
+    for name in deciders:
+        columns[f"{name} = {retriever_name}"] = (predictions[name] == retriever_pred).astype(float)
+    names = list(deciders)
+    for first_at, first in enumerate(names):
+        for second in names[first_at + 1:]:
+            columns[f"{first} = {second}"] = (predictions[first] == predictions[second]).astype(float)
+    columns["similarity"] = retriever.loc[index, "similarity"].astype(float)
+    columns["margin"] = retriever.loc[index, "margin"].astype(float)
+    return pd.DataFrame(columns, index=index)

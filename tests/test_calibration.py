@@ -376,3 +376,38 @@ def test_results_temperature_logreg_lumps_the_rest_and_knn_uses_similarities():
     assert knn.labels.tolist() == [0, -1]
     with pytest.raises(NotFittedError):
         ResultsTemperatureScaling("knn").predict_confidence(frame)
+
+
+def test_temperature_sweep_matches_predict_confidence_and_checks_arguments():
+    from lib.calibration import ResultsTemperatureScaling
+
+    frame, groups = _full_frame()
+    frame["correct"] = [True, False, False]
+    scaler = ResultsTemperatureScaling("full", groups).fit(frame)
+    sweep = scaler.temperature_sweep(frame, [0.5, 1.0, 2.0], step="intent")
+    assert sweep["temperature"].tolist() == [0.5, 1.0, 2.0]
+    for row in sweep.itertuples():
+        confidence = scaler.predict_confidence(frame, {"intent": row.temperature})
+        assert row.NLL == pytest.approx(nll(confidence, frame["correct"]))
+        assert row.ECE == pytest.approx(ece(confidence, frame["correct"]))
+        assert row.Brier == pytest.approx(brier(confidence, frame["correct"]))
+        assert row.mean_confidence == pytest.approx(confidence.mean())
+    assert sweep["mean_confidence"].is_monotonic_decreasing  # hotter = flatter = less sure of the chosen option
+    with pytest.raises(ValueError, match="say which step"):
+        scaler.temperature_sweep(frame, [1.0])
+    with pytest.raises(ValueError, match="step must be one of"):
+        scaler.temperature_sweep(frame, [1.0], step="class")
+    with pytest.raises(ValueError, match="> 0"):
+        scaler.temperature_sweep(frame, [0.0, 1.0], step="group")
+
+
+def test_quantile_ece_uses_the_quantile_bins():
+    rng = np.random.default_rng(4)
+    confidence = rng.uniform(0.0, 1.0, 600) ** 2
+    correct = rng.random(600) < 0.5  # under-confident below 0.5, over-confident above: gaps of both signs
+    bins = reliability_bins(confidence, correct, n_bins=10, strategy="quantile")
+    expected = float((bins["count"] / len(confidence) * bins["gap"].abs()).sum())
+    assert ece(confidence, correct, n_bins=10, strategy="quantile") == pytest.approx(expected)
+    assert ece(confidence, correct, n_bins=10, strategy="quantile") != pytest.approx(ece(confidence, correct, n_bins=10))
+    with pytest.raises(ValueError, match="strategy"):
+        ece(confidence, correct, strategy="random")

@@ -16,7 +16,14 @@ def test_ex2_direction():
     assert not is_correct("nb09-ex2", "under-confident")[0]
 
 
-def test_ex3_choice_unchanged():
-    assert is_correct("nb09-ex3", False)[0]
-    assert not is_correct("nb09-ex3", True)[0]
-    assert not is_correct("nb09-ex3", "no")[0]
+def test_ex3_temperature_where_the_ranking_flips():
+    a, b = np.log([0.7, 0.3]), np.log([0.6, 0.1, 0.1, 0.1, 0.1])
+    grid = np.linspace(0.5, 1.0, 50001)
+    gap = np.array([softmax(a / t).max() - softmax(b / t).max() for t in grid])
+    crossing = float(grid[np.argmin(np.abs(gap))])
+    assert 0.6 < crossing < 0.75
+    assert is_correct("nb09-ex3", round(crossing, 2))[0]
+    assert is_correct("nb09-ex3", crossing)[0]
+    for wrong in (0.5, 1.0, 0.75, 0.6):
+        assert not is_correct("nb09-ex3", wrong)[0]
+    assert not is_correct("nb09-ex3", "about 0.7")[0]

@@ -13,7 +13,8 @@ import pytest  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from lib.plots import (  # noqa: E402
+from lib.plots import (
+    reliability_grid,  # noqa: E402
     FALLBACK_COLORS,
     METHOD_COLORS,
     accuracy_coverage_plot,
@@ -99,3 +100,50 @@ def test_calibration_comparison():
     assert bar_colours == {METHOD_COLORS["full"], METHOD_COLORS["knn"]}
     with pytest.raises(ValueError, match=r"missing columns \['ece_high'\]"):
         calibration_comparison(table.drop(columns="ece_high"))
+
+
+def test_reliability_grid_one_legend_below_and_hidden_spare_panels(data):
+    confidence, correct = data
+    signals = {f"signal {k}": (confidence, correct) for k in range(4)}
+    figure = reliability_grid(signals, columns=3, n_bins=10, title="four signals")
+    visible = [axes for axes in figure.axes if axes.get_visible()]
+    assert len(visible) == 8 and len(figure.axes) == 12
+    tops = [axes for axes in visible if axes.get_ylabel().startswith("Accuracy")]
+    assert len(tops) == 4 and all(axes.get_legend() is None for axes in tops)
+    assert all("ECE" in axes.get_title() and "n = 300" in axes.get_title() for axes in tops)
+    assert [text.get_text() for text in figure.legends[0].get_texts()] == ["perfect calibration", "accuracy per bin"]
+    assert figure.get_suptitle() == "four signals"
+    with pytest.raises(ValueError, match="empty"):
+        reliability_grid({})
+
+
+def test_reliability_diagram_without_legend(data):
+    figure = reliability_diagram(*data, legend=False)
+    assert figure.axes[0].get_legend() is None
+
+
+def test_threshold_regions_log_counts(data):
+    figure = threshold_regions(*data, act_threshold=0.9, hand_over_threshold=0.5, log_counts=True)
+    (axes,) = figure.axes
+    assert axes.get_yscale() == "log" and "log" in axes.get_ylabel()
+
+
+def test_routing_shares_plot(data):
+    from lib.plots import routing_shares_plot
+    from lib.routing import routing_sweep
+
+    sweep = routing_sweep(*data, np.linspace(0.0, 1.0, 21), 0.3, {"act_wrong": 10.0, "ask": 1.0, "hand_over": 3.0})
+    figure = routing_shares_plot(sweep, marked_threshold=0.8)
+    (axes,) = figure.axes
+    _assert_labelled(axes)
+    labels = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert labels[:3] == ["ACT share", "ASK share", "HAND_OVER share"] and "act threshold 0.800" in labels
+    with pytest.raises(ValueError, match="missing columns"):
+        routing_shares_plot(sweep.drop(columns="share_ask"))
+
+
+def test_reliability_diagram_quantile_bins(data):
+    figure = reliability_diagram(*data, n_bins=8, strategy="quantile")
+    top, bottom = figure.axes
+    counts = [patch.get_height() for patch in bottom.patches]
+    assert len(counts) == 8 and max(counts) - min(counts) <= 2  # roughly equal counts per bin

@@ -400,3 +400,53 @@ def test_conformal_aps_includes_zero_probability_labels_when_q_hat_is_the_total_
     assert math.isclose(fitted.q_hat_, 1.0)
     test_probs = np.array([[0.1, 0.2, 0.7, 0.0], [0.3, 0.3, 0.4, 0.0]])
     assert all(s.size == 4 for s in fitted.predict_sets(test_probs))
+
+
+def test_mean_cost_and_routing_summary_hand_computed():
+    from lib.routing import mean_cost, routing_summary
+
+    costs = {"act_wrong": 10.0, "ask": 1.0, "hand_over": 3.0}
+    confidence = np.array([0.95, 0.9, 0.6, 0.5, 0.1])
+    correct = np.array([True, False, True, False, True])
+    # act, act, ask, ask, hand over: 0 + 10 + 1 + (1 + 3) + 3 = 18 over 5 items
+    decisions = route_by_thresholds(confidence, 0.9, 0.5)
+    assert mean_cost(decisions, correct, costs) == pytest.approx(18 / 5)
+    assert mean_cost(decisions, correct, {**costs, "act_right": 1.0, "ask_wrong": 2.0}) == pytest.approx(17 / 5)
+    summary = routing_summary(confidence, correct, 0.9, 0.5, costs)
+    assert summary == pytest.approx({"share_act": 0.4, "share_ask": 0.4, "share_hand_over": 0.2,
+                                     "act_accuracy": 0.5, "cost_per_message": 18 / 5})
+    assert math.isnan(routing_summary(confidence, correct, math.inf, 0.0, costs)["act_accuracy"])
+    with pytest.raises(ValueError, match="hand_over_threshold"):
+        routing_summary(confidence, correct, 0.3, 0.5, costs)
+    with pytest.raises(ValueError, match="cost_table"):
+        mean_cost(decisions, correct, {"ask": 1.0})
+
+
+def test_cost_thresholds_minimise_mean_cost_of_their_own_routing():
+    from lib.routing import mean_cost
+
+    rng = np.random.default_rng(3)
+    confidence = rng.random(200)
+    correct = rng.random(200) < confidence
+    costs = {"act_wrong": 15.0, "ask": 0.5, "hand_over": 4.0}
+    fitted = cost_thresholds(confidence, correct, costs)
+    routed = route_by_thresholds(confidence, fitted.act_threshold, fitted.hand_over_threshold)
+    assert mean_cost(routed, correct, costs) == pytest.approx(fitted.expected_cost)
+
+
+def test_routing_sweep_rows_match_routing_summary_and_shares_move_monotonically():
+    from lib.routing import routing_summary, routing_sweep
+
+    rng = np.random.default_rng(5)
+    confidence = rng.random(300)
+    correct = rng.random(300) < confidence
+    costs = {"act_wrong": 15.0, "ask": 0.5, "hand_over": 4.0}
+    sweep = routing_sweep(confidence, correct, [0.0, 0.2, 0.5, 0.9, 1.0], 0.2, costs)
+    assert list(sweep["act_threshold"]) == [0.2, 0.2, 0.5, 0.9, 1.0]  # below the hand-over threshold: raised to it
+    for row in sweep.itertuples():
+        expected = routing_summary(confidence, correct, row.act_threshold, 0.2, costs)
+        assert row.share_act == expected["share_act"] and row.cost_per_message == pytest.approx(expected["cost_per_message"])
+    assert sweep["share_act"].is_monotonic_decreasing and sweep["share_ask"].is_monotonic_increasing
+    assert np.allclose(sweep["share_hand_over"], np.mean(confidence < 0.2))
+    with pytest.raises(ValueError, match="empty"):
+        routing_sweep(confidence, correct, [], 0.2, costs)

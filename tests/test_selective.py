@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from lib.selective import accuracy_at_coverage, accuracy_coverage, auroc, aurc, risk_coverage
+from lib.selective import (accuracy_at_coverage, accuracy_coverage, agreement_features, auroc, aurc,
+                           precision_at_recall, risk_coverage)
 
 # Ties on purpose: 0.9 twice, one right and one wrong.
 CONFIDENCE = [0.8, 0.9, 0.5, 0.9]
@@ -97,3 +99,61 @@ def test_accuracy_at_coverage():
 def test_selective_functions_reject_bad_input(function, confidence, correct, message):
     with pytest.raises(ValueError, match=message):
         function(confidence, correct)
+
+
+def test_oracle_aurc_hand_computed_and_below_every_ranking():
+    from lib.selective import oracle_aurc
+
+    # 2 right of 4: risks of the top 1..4 are 0, 0, 1/3, 2/4.
+    assert oracle_aurc([False, True, False, True]) == pytest.approx((0 + 0 + 1 / 3 + 1 / 2) / 4)
+    assert oracle_aurc([True, True]) == 0.0
+    assert oracle_aurc([False, False]) == 1.0
+    rng = np.random.default_rng(0)
+    correct = rng.random(300) < 0.6
+    best = oracle_aurc(correct)
+    assert best == pytest.approx(aurc(0.5 * correct + 0.4 * rng.random(300), correct))  # right first, no ties
+    for _ in range(20):
+        assert aurc(rng.random(300), correct) >= best
+    # The two-valued "confidence = correct" ties every right answer: about (1 - accuracy)^2, worse.
+    assert aurc(correct.astype(float), correct) > best
+
+
+def test_precision_at_recall_by_hand():
+    # Ranked 0.9 R, 0.8 W, 0.7 R, 0.6 W, 0.5 R: recall 1/3, 1/3, 2/3, 2/3, 1 as the threshold falls.
+    confidence, correct = [0.9, 0.8, 0.7, 0.6, 0.5], [1, 0, 1, 0, 1]
+    assert precision_at_recall(confidence, correct, 0.3) == pytest.approx(1.0)
+    assert precision_at_recall(confidence, correct, 0.5) == pytest.approx(2 / 3)
+    assert precision_at_recall(confidence, correct, 0.9) == pytest.approx(3 / 5)
+
+
+def test_precision_at_recall_keeps_ties_together():
+    # The top two items are tied (one right, one wrong): recall 1/2 needs both of them.
+    assert precision_at_recall([0.9, 0.9, 0.5], [1, 0, 1], 0.5) == pytest.approx(0.5)
+
+
+def test_precision_at_recall_rejects_bad_input():
+    with pytest.raises(ValueError, match="recall must lie"):
+        precision_at_recall([0.5, 0.6], [1, 0], 0.0)
+    with pytest.raises(ValueError, match="no right answer"):
+        precision_at_recall([0.5, 0.6], [0, 0], 0.9)
+
+
+def test_agreement_features_joins_on_the_row_index():
+    first = pd.DataFrame({"pred": ["a", "b", "c"], "confidence": [0.9, 0.4, 0.7]}, index=[2, 0, 1])
+    second = pd.DataFrame({"pred": ["a", "x"], "confidence": [0.6, 0.3]}, index=[2, 0])
+    retriever = pd.DataFrame({"pred": ["x", "a", "c"], "similarity": [0.8, 0.9, 0.5], "margin": [0.1, 0.2, 0.0]},
+                             index=[0, 2, 1])
+    table = agreement_features({"first": first, "second": second}, retriever)
+    assert list(table.index) == [0, 2]  # rows in every frame, sorted
+    assert list(table.columns) == ["p first", "p second", "first = knn", "second = knn", "first = second",
+                                   "similarity", "margin"]
+    assert table.loc[0].tolist() == [0.4, 0.3, 0.0, 1.0, 0.0, 0.8, 0.1]
+    assert table.loc[2].tolist() == [0.9, 0.6, 1.0, 1.0, 1.0, 0.9, 0.2]
+
+
+def test_agreement_features_rejects_a_name_clash():
+    frame = pd.DataFrame({"pred": ["a"], "confidence": [0.5], "similarity": [0.5], "margin": [0.1]})
+    with pytest.raises(ValueError, match="like the retriever"):
+        agreement_features({"knn": frame}, frame)
+    with pytest.raises(ValueError, match="empty"):
+        agreement_features({}, frame)

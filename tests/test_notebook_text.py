@@ -1,0 +1,137 @@
+"""What the notebooks say about the repository is true: files they name exist, links resolve,
+and no notebook reaches for a private ``lib`` name (one with a leading underscore).
+
+A notebook that points the learner at a file that is not there, or teaches with a name the
+library does not promise to keep, breaks the first time someone follows it. These checks read
+the committed notebooks only; they run no cell.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+SKIPPED_DIRS = {".git", ".venv", ".cache", "build", "__pycache__", ".ipynb_checkpoints", ".pytest_cache"}
+REPOSITORY_DIRS = ("data", "lib", "setup", "tests", "notebooks", ".ci")
+FILE_EXTENSIONS = ("md", "py", "txt", "json", "jsonl", "csv", "yml", "yaml", "toml", "ipynb", "sh")
+
+# A path that starts at a repository folder, e.g. `data/results/`, lib/runs.py, ../setup/x.py.
+PATH_PATTERN = re.compile(r"(?<![\w/.~-])((?:\.\./)*(?:%s)/[\w./*<>{}-]*)" % "|".join(re.escape(d) for d in REPOSITORY_DIRS))
+# A bare file name with a known extension, e.g. COURSE.md, scope_examples.txt.
+NAME_PATTERN = re.compile(r"(?<![\w/.~-])([\w-]+(?:\.[\w-]+)*\.(?:%s))(?![\w/])" % "|".join(FILE_EXTENSIONS))
+# A path that climbs out of the notebooks folder, e.g. ../shared/COURSE.md (not a link target).
+OUTSIDE_PATTERN = re.compile(r"(?<![\w/.(-])((?:\.\./)+[\w./-]+)")
+# A markdown link target: [text](target).
+LINK_PATTERN = re.compile(r"\]\(([^)\s]+)\)")
+# A dotted private lib name written out, e.g. lib.runs._shortlist_variants.
+PRIVATE_DOTTED = re.compile(r"\blib(?:\.\w+)*\._[A-Za-z]\w*")
+
+
+@lru_cache(maxsize=1)
+def repository_file_names() -> frozenset[str]:
+    """Base names of every file in the checkout (build outputs, caches and the venv left out)."""
+    names = set()
+    for folder, subfolders, files in os.walk(REPO):
+        subfolders[:] = [name for name in subfolders if name not in SKIPPED_DIRS]
+        names.update(files)
+    return frozenset(names)
+
+
+def cells(path: Path, kind: str) -> list[tuple[int, str]]:
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    return [(i, "".join(cell["source"])) for i, cell in enumerate(notebook["cells"]) if cell["cell_type"] == kind]
+
+
+def path_exists(path: str) -> bool:
+    """Whether a repository-relative path (or glob) names something in the checkout."""
+    path = path.rstrip(".,;:")
+    if re.search(r"[<>{}]", path):  # a template such as data/results/<task>-<split>.jsonl
+        return True
+    resolved = (REPO / path).resolve()
+    if REPO.resolve() not in resolved.parents and resolved != REPO.resolve():
+        return False  # outside the repository
+    if "*" in path:
+        return any(REPO.glob(path))
+    return resolved.exists()
+
+
+def missing_files(markdown: str) -> list[str]:
+    """Names of repository files, folders and link targets in ``markdown`` that do not exist."""
+    names = repository_file_names()
+    missing = [m.group(1) for m in PATH_PATTERN.finditer(markdown) if not path_exists(m.group(1))]
+    for match in OUTSIDE_PATTERN.finditer(markdown):  # ../x from the notebooks folder: must stay inside
+        resolved = (REPO / "notebooks" / match.group(1).rstrip(".,;:")).resolve()
+        if REPO.resolve() not in resolved.parents or not resolved.exists():
+            missing.append(match.group(1))
+    missing += [m.group(1) for m in NAME_PATTERN.finditer(markdown) if m.group(1) not in names]
+    for match in LINK_PATTERN.finditer(markdown):
+        target = match.group(1).split("#")[0]
+        if not target or re.match(r"^[a-z]+:", target):  # an anchor, http:, https:, mailto:
+            continue
+        resolved = (REPO / "notebooks" / target).resolve()
+        if REPO.resolve() not in resolved.parents or not resolved.exists():
+            missing.append(target)
+    return sorted(set(missing))
+
+
+def private_names(code: str) -> list[str]:
+    """Private names the code imports from lib or reads as attributes (``x._name``, not dunders)."""
+    source = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+    found = [match.group(0) for match in PRIVATE_DOTTED.finditer(source)]
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "lib":
+            found += [f"from {node.module} import {alias.name}" for alias in node.names
+                      if alias.name.startswith("_") or any(part.startswith("_") for part in node.module.split("."))]
+        elif isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names
+                      if alias.name.split(".")[0] == "lib" and any(p.startswith("_") for p in alias.name.split("."))]
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.endswith("__"):
+            found.append(f"{ast.unparse(node.value)}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_the_checks_catch_what_they_should():
+    assert missing_files("see `data/results/` and lib/runs.py and setup/run_results.py, data/LABEL_GROUPS.md.") == []
+    assert missing_files("see `data/no-such-file.jsonl` and COURSE.md") == ["COURSE.md", "data/no-such-file.jsonl"]
+    assert missing_files("[next](08-reliability.ipynb), [web](https://example.org), [here](#top), [up](../README.md)") == []
+    assert missing_files("[gone](99-nothing.ipynb) and ../shared/COURSE.md") == ["../shared/COURSE.md", "99-nothing.ipynb"]
+    assert missing_files("files like data/results/<task>-<split>-<method>.jsonl") == []
+    assert private_names("import lib.runs as R\nR._helper(1)\nfrom lib.runs import _x, load_results\nlib.runs._y") == [
+        "R._helper", "from lib.runs import _x", "lib.runs._y"]
+    assert private_names("%matplotlib inline\nx = frame.__class__\nfig.isotonic_.X_thresholds_") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_markdown_names_only_files_that_exist(path):
+    problems = [f"cell {i}: {name}" for i, text in cells(path, "markdown") for name in missing_files(text)]
+    assert not problems, f"{path.name} names files that are not in the repository: {problems}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_private_lib_names(path):
+    problems = [f"cell {i}: {name}" for i, text in cells(path, "code") for name in private_names(text)]
+    problems += [f"cell {i}: {match.group(0)}" for i, text in cells(path, "markdown") for match in PRIVATE_DOTTED.finditer(text)]
+    assert not problems, f"{path.name} uses private lib names: {problems}"
+
+
+@pytest.mark.parametrize("index", range(len(NOTEBOOKS)), ids=lambda i: NOTEBOOKS[i].stem)
+def test_each_notebook_links_to_the_previous_and_the_next(index):
+    notebook = json.loads(NOTEBOOKS[index].read_text(encoding="utf-8"))
+    first, last = ("".join(notebook["cells"][k]["source"]) for k in (0, -1))
+    if index > 0:
+        assert f"]({NOTEBOOKS[index - 1].name})" in first.split("\n\n")[0], \
+            f"{NOTEBOOKS[index].name} should start with a link to {NOTEBOOKS[index - 1].name}"
+    if index < len(NOTEBOOKS) - 1:
+        assert f"]({NOTEBOOKS[index + 1].name})" in last, \
+            f"{NOTEBOOKS[index].name} should end with a link to {NOTEBOOKS[index + 1].name}"
