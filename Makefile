@@ -32,6 +32,9 @@ bench: setup          ## speed ratios measured side by side in one run
 	$(PY) setup/bench.py
 	$(PY) setup/bench_decisions.py
 
+bench-course: setup   ## seconds against the classroom targets: notebooks live, make test, install (ONLY=00, REUSE=1)
+	$(PY) setup/bench_course.py --only "$(ONLY)" $(if $(REUSE),--reuse)
+
 drift: setup          ## re-run a sample of recordings live and print the largest changes
 	$(PY) setup/drift.py
 
