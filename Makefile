@@ -10,8 +10,8 @@ setup:
 run: setup            ## execute every notebook live against the embedded model (copies in build/)
 	$(PY) setup/run_notebooks.py
 
-test: setup           ## unit tests of lib + nbval on every notebook in replay mode
-	WORKBOOK_MODE=replay $(PY) -m pytest tests --nbval notebooks -p no:cacheprovider
+test: setup           ## unit tests of lib + nbval on every notebook in replay mode (two workers)
+	WORKBOOK_MODE=replay $(PY) -m pytest -n 2 --dist loadscope tests --nbval notebooks -p no:cacheprovider
 
 record: setup         ## re-record notebooks (all, or NB=05-grammars) and rewrite their outputs
 	$(PY) setup/run_notebooks.py --record --only "$(NB)"
