@@ -104,6 +104,8 @@ def main() -> int:
     parser.add_argument("--reuse", action="store_true",
                         help="print measurements saved by earlier runs; measure only what is missing")
     parser.add_argument("--skip", action="append", default=[], choices=PARTS, help="leave out a part")
+    parser.add_argument("--install-log", type=Path, default=INSTALL_TIMES,
+                        help="the install log to read (default: .venv/.install-times)")
     args = parser.parse_args()
 
     paths = sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]-*.ipynb") if p.name.startswith(args.only))
@@ -150,9 +152,9 @@ def main() -> int:
         row("make test", entry["seconds"], TEST_TARGET,
             f"{entry['summary']}; aim {TEST_AIM:.0f} s; {origin}")
     if "install" not in args.skip:
-        header, steps = read_install_times()
+        header, steps = read_install_times(args.install_log)
         if not steps:
-            print(f"{'install':<{width}}  no log in {INSTALL_TIMES.relative_to(REPO)}: "
+            print(f"{'install':<{width}}  no log in {args.install_log}: "
                   f"it is written by a fresh install (rm .venv/.installed && make setup)")
         else:
             parts = " + ".join(f"{name} {seconds:.0f}" for name, seconds in steps.items())
