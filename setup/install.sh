@@ -44,7 +44,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
     # - setup/llama_cpp_no_common.cmake: no common library (llama.cpp's own HTTP client,
     #   chat-format parsers and command-line tools; llama-cpp-python's server does not use it).
     # --no-cache-dir keeps pip from reusing a wheel built with other flags.
-    echo "[setup] building llama-cpp-python from source (about 3 minutes on 2 cores)"
+    echo "[setup] building llama-cpp-python from source (about 2 minutes on 2 cores)"
     step llama-cpp-python env \
         CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE='$PWD/setup/llama_cpp_no_common.cmake'" \
         CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
