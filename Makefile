@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NB ?=
 
-.PHONY: setup run test record update refresh results lab bench drift clean
+.PHONY: setup run test record update refresh results lab smoke bench drift clean
 
 setup:
 	@bash setup/install.sh
@@ -25,8 +25,14 @@ refresh: setup        ## rewrite notebook outputs from recordings and the curren
 results: setup       ## run or resume the saved BANKING77 / CLINC150 runs (hours on 2 cores; resumable)
 	$(PY) setup/run_results.py
 
-lab: setup            ## open JupyterLab on notebooks/
-	.venv/bin/jupyter lab notebooks
+# Serves the repository (so links to ../README.md and data/ open too) and opens on notebooks/.
+# --allow-root only as root (containers, cloud machines, CI); LAB_ARGS adds options, e.g. --port=8890.
+lab: setup            ## open JupyterLab on notebooks/ (the URL with its token is printed below)
+	@echo "Starting JupyterLab on notebooks/: open the URL ending in ?token=... that it prints below. Ctrl+C stops it."
+	.venv/bin/jupyter lab --LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+smoke: setup          ## JupyterLab in headless Chromium: Run All in notebooks 00, 02, 08, 12 and those with widgets
+	$(PY) setup/smoke.py
 
 bench: setup          ## speed ratios measured side by side in one run
 	$(PY) setup/bench.py

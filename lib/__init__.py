@@ -6,6 +6,6 @@ One module per idea. The model: `llm` (backends), `recording` (record/replay), `
 Part III: `calibration`, `selective`, `routing`, `plots`. And `exercises` for every notebook.
 Notebooks start with `from lib import get_llm`.
 """
-from lib.llm import get_llm
+from lib.recording import get_llm
 
 __all__ = ["get_llm"]

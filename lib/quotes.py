@@ -43,13 +43,20 @@ _TYPOGRAPHIC_TO_ASCII = str.maketrans(
     }
 )
 
-_ELLIPSIS = re.compile(r"\[?\s*(?:\u2026|\.(?:\s*\.){2,})\s*\]?")
-"""An ellipsis: "…", three or more dots (spaces allowed between them), optionally in []."""
+_ELLIPSIS = re.compile(r"(?:\[\s*+)?(?:\u2026|\.(?:\s*+\.){2,})(?:\s*+\])?")
+"""An ellipsis: "…", three or more dots (spaces allowed between them), optionally in [].
+
+Every match starts at "[", "…" or "." and its whitespace runs are possessive (`*+`), so a
+long run of spaces is scanned once, not once per starting position (linear time). The
+spaces around an ellipsis stay in the fragments, which are stripped when normalised."""
 
 _UNSPACED_SCRIPTS = "\u0e00-\u0e7f\u2e80-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
 """Thai, CJK and kana: scripts written without spaces, where every character is a word."""
 
-_WORD = re.compile(rf"(?=\w)[{_UNSPACED_SCRIPTS}]|[^\s{_UNSPACED_SCRIPTS}]*\w[^\s{_UNSPACED_SCRIPTS}]*")
+_WORD = re.compile(rf"(?=\w)[{_UNSPACED_SCRIPTS}]|(?<![^\s{_UNSPACED_SCRIPTS}])[^\s{_UNSPACED_SCRIPTS}]*\w[^\s{_UNSPACED_SCRIPTS}]*")
+"""A word: one character of an unspaced script, or a run of other non-space characters holding a
+letter or digit. The lookbehind lets a run be tried only from its first character, so a long run
+without any letter (40,000 dashes) costs one scan, not one per position (linear, not quadratic)."""
 _UNSPACED_CHAR = re.compile(rf"[{_UNSPACED_SCRIPTS}]")
 
 
@@ -98,9 +105,15 @@ class _NormalizedText:
 
 
 def _fold(cluster: str) -> str:
-    """Normalise one character (with its combining marks): typographic -> ASCII, NFKC, casefold."""
+    """Normalise one character (with its combining marks): typographic -> ASCII, NFKC, casefold.
+
+    Characters of Unicode category No (superscript and subscript digits, circled numbers,
+    fractions) keep their compatibility form: NFKC would turn "10³" into "103", a different
+    number. Decimal digits of other widths (fullwidth "１４") are the same digits and fold.
+    """
     ascii_punctuation = cluster.translate(_TYPOGRAPHIC_TO_ASCII)
-    folded = unicodedata.normalize("NFKC", ascii_punctuation).casefold()
+    form = "NFC" if unicodedata.category(cluster[0]) == "No" else "NFKC"
+    folded = unicodedata.normalize(form, ascii_punctuation).casefold()
     return folded.translate(_TYPOGRAPHIC_TO_ASCII)
 
 
@@ -160,17 +173,60 @@ def _on_word_edges(haystack: str, start: int, end: int) -> bool:
     return not (starts_mid_word or ends_mid_word)
 
 
+_FIND_CALLS_BEFORE_SCAN = 32
+"""After this many `str.find` calls for one needle, `_occurrences` finds the rest in one linear scan."""
+
+
 def _occurrences(haystack: str, needle: str, is_boundary: Callable[[int], bool]) -> Iterator[int]:
     """Start positions of `needle` in `haystack` that lie on word edges and allowed boundaries.
 
     Overlapping occurrences are included: an elided quote may need a later one.
+
+    Time: each `str.find` is linear (CPython switches to the two-way algorithm for hard
+    cases), but a periodic needle ("aaaa...", "abab...") inside a long run has an
+    occurrence at nearly every position, and searching again after each rejected one would
+    cost O(len(haystack) * len(needle)). So after _FIND_CALLS_BEFORE_SCAN searches the
+    remaining occurrences come from one Knuth-Morris-Pratt scan, O(len(haystack) + len(needle)):
+    the whole search stays linear.
     """
     position = haystack.find(needle)
+    calls = 1
     while position != -1:
-        end = position + len(needle)
-        if is_boundary(position) and is_boundary(end) and _on_word_edges(haystack, position, end):
+        if _valid_occurrence(haystack, needle, position, is_boundary):
             yield position
+        if calls == _FIND_CALLS_BEFORE_SCAN:
+            for later in _all_occurrences(haystack, needle, position + 1):
+                if _valid_occurrence(haystack, needle, later, is_boundary):
+                    yield later
+            return
         position = haystack.find(needle, position + 1)
+        calls += 1
+
+
+def _valid_occurrence(haystack: str, needle: str, position: int, is_boundary: Callable[[int], bool]) -> bool:
+    end = position + len(needle)
+    return is_boundary(position) and is_boundary(end) and _on_word_edges(haystack, position, end)
+
+
+def _all_occurrences(haystack: str, needle: str, start: int) -> Iterator[int]:
+    """Every start position >= `start` of a non-empty `needle` in `haystack` (Knuth-Morris-Pratt, linear)."""
+    failure = [0] * len(needle)  # failure[k]: longest proper border of needle[:k + 1]
+    border = 0
+    for k in range(1, len(needle)):
+        while border and needle[k] != needle[border]:
+            border = failure[border - 1]
+        if needle[k] == needle[border]:
+            border += 1
+        failure[k] = border
+    matched = 0
+    for index in range(start, len(haystack)):
+        while matched and haystack[index] != needle[matched]:
+            matched = failure[matched - 1]
+        if haystack[index] == needle[matched]:
+            matched += 1
+        if matched == len(needle):
+            yield index - len(needle) + 1
+            matched = failure[matched - 1]
 
 
 def _not_found(reason: str) -> QuoteCheck:
@@ -218,6 +274,8 @@ def _match_elided(fragments: list[str], source: _NormalizedText, max_gap: int) -
                 f"fragment {number} ({fragment!r}) has {words} word(s); "
                 f"elided quotes need at least {MIN_FRAGMENT_WORDS} per fragment"
             )
+    if sum(len(fragment) for fragment in fragments) > len(source.text):  # they could not fit without overlap
+        return _not_found(f"the {len(fragments)} fragments are longer together than the source")
     occurrences = [list(_occurrences(source.text, fragment, source.is_unit_boundary)) for fragment in fragments]
     for number, (fragment, starts) in enumerate(zip(fragments, occurrences), start=1):
         if not starts:
@@ -276,6 +334,12 @@ def verify_quote(quote: str, source: str, *, max_gap: int = 400) -> QuoteCheck:
     Raises:
         TypeError: if `quote` or `source` is not a str, or `max_gap` is not an int.
         ValueError: if `max_gap` is negative.
+
+    Time is linear in len(quote) + len(source) for exact and normalised matches: the
+    regular expressions never rescan a run from each of its positions, normalising is one
+    pass, and searching switches to one linear scan when a needle keeps recurring (see
+    `_occurrences`). An elided quote adds one search per fragment, O(fragments * len(source)),
+    where fragments that could not fit in the source together are refused before searching.
     """
     if not isinstance(quote, str):
         raise TypeError(f"quote must be a str, got {type(quote).__name__}")

@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from lib.llm import (BackendConfig, _SharedMethods, Completion, Message, NextTokenLogprobs, TokenLogprob,
+from lib.llm import (BackendConfig, LocalMethods, Completion, Message, NextTokenLogprobs, TokenLogprob,
                      fingerprint, library_versions, validate_messages)
 
 RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "data" / "recordings"
@@ -217,7 +217,7 @@ class RecordingStore:
         return {**request, "messages": messages}
 
 
-class RecordedLLM(_SharedMethods):
+class RecordedLLM(LocalMethods):
     """The model as notebooks see it: the configured backend behind the record/replay layer.
 
     In replay mode the backend is never created, so replaying needs no model file and no server.
@@ -347,3 +347,27 @@ def discard_pending(folder: Path = RECORDINGS_DIR) -> list[str]:
         pending.unlink()
         names.append(pending.with_suffix("").stem)
     return names
+
+
+_BACKENDS: dict[BackendConfig, Any] = {}
+_RECORDED: dict[tuple[BackendConfig, str | None, str], RecordedLLM] = {}
+
+
+def get_llm(recording: str | None = None) -> RecordedLLM:
+    """The configured model behind the record/replay layer.
+
+    `recording` names the file under data/recordings/ that replay and record modes use; every
+    notebook passes its own name (e.g. "00-setup"). The backend is created once per process
+    and only when a call needs it, so replay mode never loads a model.
+    """
+    config = BackendConfig.from_environment()
+    mode = current_mode()
+    cache_key = (config, recording, mode)
+    if cache_key not in _RECORDED:
+        def backend() -> Any:
+            if config not in _BACKENDS:
+                _BACKENDS[config] = config.create()
+            return _BACKENDS[config]
+
+        _RECORDED[cache_key] = RecordedLLM(config, backend, recording, mode)
+    return _RECORDED[cache_key]

@@ -952,6 +952,52 @@ def route_many(
     return verdicts
 
 
+QUESTION_TYPES = ("answerable", "unanswerable", "out_of_scope")
+
+
+def gate_tradeoff(question_types: Sequence[str], boundary_passed, features: pd.DataFrame,
+                  score_threshold: float, margin_threshold: float) -> tuple[pd.Series, pd.DataFrame]:
+    """What the two gates decide on labelled questions when the retrieval thresholds are moved.
+
+    The computation behind the threshold sliders of notebook 02: the boundary's verdicts
+    stay fixed, the retrieval gate is `RetrievalGate` with the given thresholds.
+
+    Args:
+        question_types: [n] each "answerable", "unanswerable" or "out_of_scope".
+        boundary_passed: [n] bools, the boundary gate's verdicts.
+        features: `retrieval_features` of the questions that passed the boundary, in
+            their order ([sum(boundary_passed)] rows, columns top_score and margin).
+        score_threshold, margin_threshold: the retrieval gate's two thresholds.
+
+    Returns:
+        (summary, routes). summary: grounded (count), precision (the answerable share of
+        GROUNDED, NaN when nothing is grounded) and recall (the GROUNDED share of the
+        answerable questions past the boundary), as for the fitted gates. routes: counts
+        of question type (rows, QUESTION_TYPES order) by route (columns, `Route` order).
+    """
+    types = np.asarray(list(question_types), dtype=object)
+    passed = _as_bool(boundary_passed, len(types), "gate_tradeoff")
+    if len(features) != int(passed.sum()):
+        raise ValueError(f"gate_tradeoff: {len(features)} feature rows for {int(passed.sum())} questions "
+                         "past the boundary")
+    unknown = set(types) - set(QUESTION_TYPES)
+    if unknown:
+        raise ValueError(f"gate_tradeoff: unknown question types {sorted(unknown)}; use {QUESTION_TYPES}")
+    grounded = RetrievalGate(score_threshold=float(score_threshold),
+                             margin_threshold=float(margin_threshold)).predict(features)
+    answerable = types[passed] == "answerable"
+    routes = np.full(len(types), Route.FALLBACK.value, dtype=object)
+    routes[passed] = np.where(grounded, Route.GROUNDED.value, Route.LOW_CONFIDENCE.value)
+    summary = pd.Series({
+        "grounded": int(grounded.sum()),
+        "precision": float(answerable[grounded].mean()) if grounded.any() else math.nan,
+        "recall": float(grounded[answerable].mean()) if answerable.any() else math.nan,
+    })
+    table = pd.crosstab(pd.Series(types, name="type"), pd.Series(routes, name="route")).reindex(
+        index=list(QUESTION_TYPES), columns=[r.value for r in Route], fill_value=0)
+    return summary, table
+
+
 def _ranked_sections(hits: Sequence[Hit]) -> tuple[tuple[str, str], ...]:
     """(section id, heading) of each section among `hits`, in hit order, first occurrence only."""
     ranked: dict[str, str] = {}

@@ -27,13 +27,26 @@ RUNS = [  # (task, method, split), cheapest first
 ]
 
 
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", choices=["banking77", "clinc150"], help="only this task")
     parser.add_argument("--method", choices=["full", "shortlist", "knn", "embed-logreg"], help="only this method")
     parser.add_argument("--split", choices=["calibration", "test"], help="only this split")
-    parser.add_argument("--limit", type=int, help="only the first LIMIT messages of each split")
-    parser.add_argument("--workers", type=int, default=1, help="concurrent requests (server backend only)")
+    parser.add_argument("--limit", type=positive_int, help="only the first LIMIT messages of each split")
+    parser.add_argument("--retry-failures", action="store_true", help="decide again the messages saved as "
+                        "failure rows (e.g. after giving the server a larger context)")
+    parser.add_argument("--workers", type=positive_int, default=1, help="concurrent requests (server backend only)")
     parser.add_argument("--threads", type=int, help="CPU threads of the embedded model (default: all); on a "
                         "machine busy with other work, 1 thread avoids llama.cpp's threads waiting on each other")
     args = parser.parse_args()
@@ -53,10 +66,12 @@ def main() -> None:
     for task, method, split in selected:
         if args.threads is not None and llm is None and method in ("full", "shortlist"):
             llm = EmbeddedLLM(n_threads=args.threads)  # the same live model, with the thread count chosen
-        path = run_split(task, split, method, llm=llm, limit=args.limit, workers=args.workers)
+        path = run_split(task, split, method, llm=llm, limit=args.limit, workers=args.workers,
+                         retry_failures=args.retry_failures)
         frame = load_results(task, split, method)
-        print(f"{path.name}: {len(frame)} rows, accuracy {frame['correct'].mean():.3f}, "
-              f"median {frame['seconds'].median():.2f} s/message", flush=True)
+        failed = len(frame.attrs["failures"])
+        print(f"{path.name}: {len(frame)} rows, accuracy {frame['correct'].sum() / (len(frame) + failed):.3f} "
+              f"(failures count as wrong: {failed}), median {frame['seconds'].median():.2f} s/message", flush=True)
 
 
 if __name__ == "__main__":

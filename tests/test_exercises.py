@@ -7,20 +7,21 @@ from lib.exercises import check, exercise_ids, is_correct
 
 
 def test_notebook00_exercises() -> None:
-    assert is_correct("nb00-ex1", "WORKBOOK_MODE")[0]
-    assert is_correct("nb00-ex1", " workbook_mode ")[0]
-    assert not is_correct("nb00-ex1", "WORKBOOK_BACKEND")[0]
+    assert is_correct("nb00-ex1", 20)[0]
+    assert is_correct("nb00-ex1", 20.0)[0]
+    assert not is_correct("nb00-ex1", 15)[0]  # the reading time forgotten
+    assert not is_correct("nb00-ex1", "20 s")[0]
     assert is_correct("nb00-ex2", "length")[0]
     assert not is_correct("nb00-ex2", "stop")[0]
-    assert is_correct("nb00-ex3", 5)[0]
-    assert not is_correct("nb00-ex3", 4)[0]
-    assert not is_correct("nb00-ex3", 5.5)[0]
+    assert is_correct("nb00-ex3", 0.857)[0]
+    assert not is_correct("nb00-ex3", 0.30)[0]  # not renormalised
+    assert not is_correct("nb00-ex3", 0.85 / 1.0)[0]  # both spellings counted
 
 
 def test_check_prints_hint_not_solution(capsys) -> None:
     check("nb00-ex1", None)
     printed = capsys.readouterr().out
-    assert "not yet" in printed and "expected" in printed and "WORKBOOK_MODE" not in printed
+    assert "not yet" in printed and "expected" in printed and "20" not in printed
     check("nb00-ex2", "length")
     assert "correct" in capsys.readouterr().out
 

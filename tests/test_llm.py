@@ -137,7 +137,8 @@ def test_capability_errors_say_what_to_use() -> None:
 
 @pytest.fixture(scope="module")
 def served(server_url: str) -> OpenAICompatibleLLM:
-    return OpenAICompatibleLLM(server_url, "qwen2.5-coder-1.5b-instruct")
+    # a generous deadline: the test server shares a few CPU cores with the rest of the suite
+    return OpenAICompatibleLLM(server_url, "qwen2.5-coder-1.5b-instruct", timeout=300)
 
 
 def test_server_chat_with_top_logprobs(served: OpenAICompatibleLLM) -> None:

@@ -412,3 +412,47 @@ def test_minilm_dense_retrieval_on_a_paraphrase(sections, monkeypatch):
     hit = index.search("Who can be on my dissertation panel?", k=1)[0]
     assert hit.chunk.id == "handbook/thesis-committee"
     assert 0 < hit.score <= 1 + 1e-6
+
+
+def test_gate_tradeoff_counts_routes_precision_and_recall():
+    from lib.retrieval import gate_tradeoff
+
+    types = ["answerable", "answerable", "answerable", "unanswerable", "out_of_scope", "out_of_scope"]
+    passed = np.array([True, True, True, True, True, False])
+    features = pd.DataFrame({"top_score": [0.9, 0.7, 0.4, 0.8, 0.6], "margin": [0.2, 0.02, 0.3, 0.1, 0.1]})
+    summary, routes = gate_tradeoff(types, passed, features, score_threshold=0.5, margin_threshold=0.05)
+    # grounded: rows 0 (answerable), 3 (unanswerable), 4 (out of scope that passed the boundary)
+    assert summary["grounded"] == 3
+    assert summary["precision"] == pytest.approx(1 / 3)
+    assert summary["recall"] == pytest.approx(1 / 3)
+    assert routes.loc["answerable"].tolist() == [1, 2, 0]
+    assert routes.loc["unanswerable"].tolist() == [1, 0, 0]
+    assert routes.loc["out_of_scope"].tolist() == [1, 0, 1]
+    assert routes.to_numpy().sum() == len(types)
+    # stricter thresholds ground nothing: precision is undefined, recall 0
+    summary, routes = gate_tradeoff(types, passed, features, score_threshold=0.95, margin_threshold=0.0)
+    assert summary["grounded"] == 0 and np.isnan(summary["precision"]) and summary["recall"] == 0
+    assert routes["GROUNDED"].sum() == 0
+
+
+def test_gate_tradeoff_matches_a_fitted_gate():
+    from lib.retrieval import RetrievalGate, gate_tradeoff
+
+    rng = np.random.default_rng(0)
+    features = pd.DataFrame({"top_score": rng.uniform(0.2, 0.9, 40), "margin": rng.uniform(0, 0.2, 40)})
+    answerable = (features["top_score"] + rng.normal(0, 0.1, 40)) > 0.55
+    gate = RetrievalGate(target_precision=0.8).fit(features, answerable)
+    types = np.where(answerable, "answerable", "unanswerable")
+    summary, _ = gate_tradeoff(types, np.ones(40, bool), features, gate.score_threshold, gate.margin_threshold)
+    assert summary["precision"] == pytest.approx(gate.dev_precision)
+    assert summary["recall"] == pytest.approx(gate.dev_recall)
+
+
+def test_gate_tradeoff_checks_its_inputs():
+    from lib.retrieval import gate_tradeoff
+
+    features = pd.DataFrame({"top_score": [0.5], "margin": [0.1]})
+    with pytest.raises(ValueError, match="feature rows"):
+        gate_tradeoff(["answerable", "answerable"], [True, True], features, 0.5, 0.0)
+    with pytest.raises(ValueError, match="unknown question types"):
+        gate_tradeoff(["answerble"], [True], features, 0.5, 0.0)

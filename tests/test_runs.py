@@ -5,6 +5,7 @@ import json
 import threading
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lib.datasets import OUT_OF_SCOPE
@@ -169,3 +170,174 @@ def test_a_limited_run_is_a_seeded_random_sample(tmp_path):
     assert frame["label"].nunique() > 20  # the test file is sorted by label: a prefix would hold one or two
     assert run_progress("banking77", "test", "full", results_dir=tmp_path) == (40, 3080)
     assert processing_order(3080) == processing_order(3080)
+
+
+# --------------------------------------------------------------------------- reliability (issue 14)
+
+
+def _path(tmp_path, split="calibration"):
+    return results_path("banking77", split, "full", tmp_path)
+
+
+def test_a_file_without_its_header_is_refused_not_wiped(tmp_path):
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=10, results_dir=tmp_path,
+              progress=False)
+    path = _path(tmp_path)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[1:]), encoding="utf-8")  # sed -i 1d
+    before = path.read_bytes()
+    decider = FakeDecider()
+    with pytest.raises(ValueError, match=rf"{path.name}.*no header line.*10 rows"):
+        run_split("banking77", "calibration", "full", decider=decider, limit=20, results_dir=tmp_path,
+                  progress=False)
+    assert path.read_bytes() == before and decider.calls == 0
+
+
+def test_reading_never_writes_and_the_writer_says_what_it_repaired(tmp_path):
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=10, results_dir=tmp_path,
+              progress=False)
+    path = _path(tmp_path)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write('{"kind": "row", "i": 3, "te')  # a line cut short by a kill
+    torn = path.read_bytes()
+    assert len(load_results("banking77", "calibration", "full", tmp_path)) == 10
+    assert results_header("banking77", "calibration", "full", tmp_path)["fingerprint"] == "fake-1"
+    assert run_progress("banking77", "calibration", "full", tmp_path) == (10, 770)
+    assert path.read_bytes() == torn  # a read leaves the file as it found it
+    with pytest.warns(UserWarning, match=r"removed an unfinished last line \(27 bytes\)"):
+        run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=12, results_dir=tmp_path,
+                  progress=False)
+    assert len(load_results("banking77", "calibration", "full", tmp_path)) == 12
+
+
+def test_a_garbage_line_names_the_file_and_the_line(tmp_path):
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=6, results_dir=tmp_path,
+              progress=False)
+    path = _path(tmp_path)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[3] = "not json at all\n"
+    path.write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{path}, line 4: not a JSON line"):
+        load_results("banking77", "calibration", "full", tmp_path)
+    with pytest.raises(ValueError, match=rf"{path}, line 4"):
+        run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=8, results_dir=tmp_path,
+                  progress=False)
+
+
+def test_an_empty_file_or_a_folder_is_not_called_missing(tmp_path):
+    path = _path(tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="is empty") as error:
+        load_results("banking77", "calibration", "full", tmp_path)
+    assert "does not exist" not in str(error.value)
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(ValueError, match="is a folder, not a results file"):
+        load_results("banking77", "calibration", "full", tmp_path)
+    with pytest.raises(ValueError, match="is a folder, not a results file"):
+        run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=2, results_dir=tmp_path,
+                  progress=False)
+
+
+def test_a_header_without_rows_says_so(tmp_path):
+    path = _path(tmp_path)
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=1, results_dir=tmp_path,
+              progress=False)
+    path.write_text(path.read_text(encoding="utf-8").splitlines(keepends=True)[0], encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match="holds no decided rows yet"):
+        load_results("banking77", "calibration", "full", tmp_path)
+
+
+@pytest.mark.parametrize("limit", [0, -760, 2.5])
+def test_limit_must_be_a_positive_integer(tmp_path, limit):
+    decider = FakeDecider()
+    with pytest.raises(ValueError, match="limit must be a positive integer"):
+        run_split("banking77", "calibration", "full", decider=decider, limit=limit, results_dir=tmp_path,
+                  progress=False)
+    assert decider.calls == 0 and not _path(tmp_path).exists()
+
+
+@pytest.mark.parametrize("limit", ["0", "-760"])
+def test_the_runner_refuses_a_limit_that_is_not_positive(limit):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, str(root / "setup" / "run_results.py"), "--method", "knn",
+                           "--limit", limit], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--limit: must be a positive integer" in done.stderr
+
+
+def test_resuming_with_other_library_versions_warns(tmp_path):
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=3, results_dir=tmp_path,
+              progress=False)
+    path = _path(tmp_path)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["versions"]["llama-cpp-python"] = "0.0.1"
+    lines[0] = json.dumps(header, sort_keys=True) + "\n"
+    path.write_text("".join(lines), encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"llama-cpp-python 0\.0\.1 .*now"):
+        run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=5, results_dir=tmp_path,
+                  progress=False)
+
+
+class FailingDecider(FakeDecider):
+    """Fails on long messages, as a server with a short context does."""
+
+    def __init__(self, max_chars: int = 60, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.max_chars = max_chars
+
+    def decide(self, text: str) -> Decision:
+        if len(text) > self.max_chars:
+            with self._lock:
+                self.calls += 1
+            raise ValueError(f"the prompt has {len(text)} tokens but the context holds {self.max_chars}")
+        return super().decide(text)
+
+
+def test_a_failed_message_becomes_a_failure_row(tmp_path):
+    failing = FailingDecider()
+    with pytest.warns(UserWarning, match="could not be decided"):
+        run_split("banking77", "calibration", "full", decider=failing, limit=30, results_dir=tmp_path,
+                  progress=False)
+    assert failing.calls == 30
+    with pytest.warns(UserWarning, match=r"[1-9]\d* of \d+ messages could not be decided"):
+        frame = load_results("banking77", "calibration", "full", tmp_path)
+    failures = pd.DataFrame(frame.attrs["failures"])
+    assert len(frame) + len(failures) == 30 and len(failures) > 0
+    assert len(pd.concat([frame, frame])) == 2 * len(frame)  # attrs that pandas can compare
+    assert (failures["text"].str.len() > 60).all() and (frame["text"].str.len() <= 60).all()
+    assert failures["error"].str.contains("context holds 60").all()
+    assert run_progress("banking77", "calibration", "full", tmp_path) == (len(frame), 770)
+
+    resumed = FailingDecider()  # resuming does not try the failed messages again...
+    run_split("banking77", "calibration", "full", decider=resumed, limit=30, results_dir=tmp_path,
+              progress=False)
+    assert resumed.calls == 0
+    retried = FailingDecider(max_chars=10_000)  # ...unless asked to (e.g. after giving the server more context)
+    run_split("banking77", "calibration", "full", decider=retried, limit=30, results_dir=tmp_path,
+              progress=False, retry_failures=True)
+    assert retried.calls == len(failures)
+    complete = load_results("banking77", "calibration", "full", tmp_path)
+    assert len(complete) == 30 and len(complete.attrs["failures"]) == 0
+
+
+def test_failures_with_workers_are_rows_too(tmp_path):
+    with pytest.warns(UserWarning, match="could not be decided"):
+        run_split("banking77", "calibration", "full", decider=FailingDecider(), limit=30, results_dir=tmp_path / "one",
+                  progress=False)
+    with pytest.warns(UserWarning, match="could not be decided"):
+        run_split("banking77", "calibration", "full", decider=FailingDecider(), limit=30, results_dir=tmp_path / "many",
+                  workers=3, progress=False)
+    assert _rows(_path(tmp_path / "one")) == _rows(_path(tmp_path / "many"))
+
+
+def test_a_run_where_every_message_fails_stops(tmp_path):
+    with pytest.raises(RuntimeError, match=r"5 messages in a row failed.*context holds 1"):
+        run_split("banking77", "calibration", "full", decider=FailingDecider(max_chars=1), limit=30,
+                  results_dir=tmp_path, progress=False)

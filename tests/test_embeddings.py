@@ -1,0 +1,96 @@
+"""Saved embeddings: read what was saved for the same text and model, embed only the rest, never trust a stale row."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lib.embeddings import SavedEmbeddings
+
+
+class CountingEmbedder:
+    """A deterministic fake model: a unit vector per text derived from its characters; counts texts embedded."""
+
+    def __init__(self, offset: float = 0.0) -> None:
+        self.offset = offset
+        self.texts: list[str] = []
+
+    def __call__(self, texts):
+        self.texts += list(texts)
+        rows = [np.array([len(t), sum(map(ord, t)) % 97, self.offset + 1.0], dtype=np.float32) for t in texts]
+        return np.array([r / np.linalg.norm(r) for r in rows], dtype=np.float32).reshape(len(texts), 3)
+
+
+def test_second_store_reads_everything_from_the_file(tmp_path):
+    path = tmp_path / "vectors.npz"
+    first_model = CountingEmbedder()
+    first = SavedEmbeddings(path, embed_texts=first_model, model_id="fake-1")
+    texts = ["alpha", "beta", "alpha", "gamma"]
+    vectors = first.embed(texts)
+    assert vectors.shape == (4, 3) and vectors.dtype == np.float32
+    assert sorted(first_model.texts) == ["alpha", "beta", "gamma"]  # a repeated text is embedded once
+    assert first.computed == 3 and path.is_file()
+
+    second_model = CountingEmbedder()
+    second = SavedEmbeddings(path, embed_texts=second_model, model_id="fake-1")
+    assert np.array_equal(second.embed(texts), vectors)
+    assert second_model.texts == [] and second.computed == 0
+
+
+def test_only_new_or_edited_texts_are_embedded(tmp_path):
+    path = tmp_path / "vectors.npz"
+    SavedEmbeddings(path, embed_texts=CountingEmbedder(), model_id="fake-1").embed(["one chunk", "two chunk"])
+    model = CountingEmbedder()
+    store = SavedEmbeddings(path, embed_texts=model, model_id="fake-1")
+    store.embed(["one chunk", "two chunk, edited"])
+    assert model.texts == ["two chunk, edited"]
+    assert len(SavedEmbeddings(path, embed_texts=CountingEmbedder(), model_id="fake-1")) == 3
+
+
+def test_vectors_of_another_model_are_never_used(tmp_path):
+    path = tmp_path / "vectors.npz"
+    old = SavedEmbeddings(path, embed_texts=CountingEmbedder(offset=0.0), model_id="fake-1").embed(["text"])
+    new_model = CountingEmbedder(offset=5.0)
+    with pytest.warns(UserWarning, match="made by model fake-1"):
+        store = SavedEmbeddings(path, embed_texts=new_model, model_id="fake-2")
+    fresh = store.embed(["text"])
+    assert new_model.texts == ["text"] and not np.allclose(fresh, old)
+    assert np.array_equal(SavedEmbeddings(path, embed_texts=CountingEmbedder(), model_id="fake-2").embed(["text"]),
+                          fresh)
+
+
+def test_unreadable_file_is_rebuilt_with_a_warning(tmp_path):
+    path = tmp_path / "vectors.npz"
+    path.write_bytes(b"not a numpy file")
+    with pytest.warns(UserWarning, match="cannot be read"):
+        store = SavedEmbeddings(path, embed_texts=CountingEmbedder(), model_id="fake-1")
+    store.embed(["text"])
+    assert len(SavedEmbeddings(path, embed_texts=CountingEmbedder(), model_id="fake-1")) == 1
+    assert not path.with_name(path.name + ".partial").exists()
+
+
+def test_arguments_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="together"):
+        SavedEmbeddings(tmp_path / "v.npz", embed_texts=CountingEmbedder())
+    store = SavedEmbeddings(tmp_path / "v.npz", embed_texts=CountingEmbedder(), model_id="fake-1")
+    with pytest.raises(TypeError, match="list of texts"):
+        store.embed("a single string")
+    assert store.embed([]).shape[0] == 0 and not (tmp_path / "v.npz").exists()
+
+
+def test_notebook02_saved_vectors_are_complete_and_current():
+    """The committed vectors cover notebook 02's texts and were made by the installed MiniLM,
+    so the notebook reads them all and never writes the file."""
+    from lib import retrieval
+    from lib.datasets import DATA_DIR, load_corpus, load_questions, load_scope_examples
+    from lib.embeddings import model_fingerprint, text_key
+
+    with np.load(DATA_DIR / "embeddings" / "02-embeddings-retrieval.npz", allow_pickle=False) as saved:
+        assert str(saved["model_id"]) == model_fingerprint()
+        keys = set(saved["keys"].tolist())
+        assert saved["vectors"].shape == (len(keys), 384)
+        assert np.allclose(np.linalg.norm(saved["vectors"], axis=1), 1.0, atol=1e-4)
+    sections = load_corpus()
+    texts = [c.text for c in retrieval.chunk_by_heading(sections)] + [c.text for c in retrieval.chunk_whole_document(sections)]
+    texts += load_questions()["question"].tolist() + load_scope_examples()
+    missing = [text for text in texts if text_key(text) not in keys]
+    assert not missing, f"{len(missing)} texts of notebook 02 are not saved; run the notebook and commit the file"
