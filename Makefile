@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NB ?=
 
-.PHONY: setup run test record update refresh results lab smoke bench drift clean
+.PHONY: setup run test record update refresh results lab smoke bench bench-course drift clean
 
 setup:
 	@bash setup/install.sh
