@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NB ?=
 
-.PHONY: setup run test record update refresh results lab smoke bench drift clean
+.PHONY: setup run test record update refresh results lab smoke bench bench-course drift clean
 
 setup:
 	@bash setup/install.sh
@@ -10,8 +10,8 @@ setup:
 run: setup            ## execute every notebook live against the embedded model (copies in build/)
 	$(PY) setup/run_notebooks.py
 
-test: setup           ## unit tests of lib + nbval on every notebook in replay mode
-	WORKBOOK_MODE=replay $(PY) -m pytest tests --nbval notebooks -p no:cacheprovider
+test: setup           ## unit tests of lib + nbval on every notebook in replay mode (two workers)
+	WORKBOOK_MODE=replay $(PY) -m pytest -n 2 --dist loadscope tests --nbval notebooks -p no:cacheprovider
 
 record: setup         ## re-record notebooks (all, or NB=05-grammars) and rewrite their outputs
 	$(PY) setup/run_notebooks.py --record --only "$(NB)"
@@ -38,6 +38,9 @@ smoke: setup          ## JupyterLab in headless Chromium: Run All in notebooks 0
 bench: setup          ## speed ratios measured side by side in one run
 	$(PY) setup/bench.py
 	$(PY) setup/bench_decisions.py
+
+bench-course: setup   ## seconds against the classroom targets: notebooks live, make test, install (ONLY=00, REUSE=1)
+	$(PY) setup/bench_course.py --only "$(ONLY)" $(if $(REUSE),--reuse)
 
 drift: setup          ## re-run a sample of recordings live and print the largest changes
 	$(PY) setup/drift.py

@@ -1,4 +1,4 @@
-"""Execute the workbook's notebooks headless and print a table: notebook, seconds, ok/failed.
+"""Execute the workbook's notebooks headless: a progress line per notebook, then a table.
 
     python setup/run_notebooks.py                 # live: executed copies go to build/
     python setup/run_notebooks.py --record        # record: outputs and recordings are rewritten in place
@@ -12,18 +12,24 @@ The mode reaches the notebooks through WORKBOOK_MODE; the committed notebooks ar
 written in record or update mode, which is how their stored outputs and recordings are produced, or in
 refresh mode, which updates the outputs after data/results/ has grown without calling the model.
 A new recording replaces the old one only when its notebook ran without error.
+Each notebook's line gives its seconds and slowest cell; a failed notebook names the cell that
+stopped it (its number, counting every cell from 0, and its first line) and the error. Live
+seconds are also saved to build/course-times.json, which setup/bench_course.py reads.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
 import sys
 import time
-import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -31,22 +37,88 @@ from lib.recording import discard_pending, finish_pending  # noqa: E402  (after 
 
 NOTEBOOKS = REPO / "notebooks"
 BUILD = REPO / "build"
+TIMES = BUILD / "course-times.json"
 
 
-def run_one(path: Path, target: Path, timeout: int) -> tuple[bool, float, str]:
+@dataclass
+class NotebookRun:
+    """How one notebook's execution went: seconds, the slowest cell, and where it failed."""
+
+    ok: bool
+    seconds: float
+    error: str = ""  # "cell 12 (`answers = ask(...)`): ValueError: ..." when a cell failed
+    slowest_cell: tuple[int, float, str] | None = None  # (cell index, seconds, first source line)
+
+
+def first_line(text: str, width: int = 60) -> str:
+    """The first non-empty line of `text` (a cell's source, a message), shortened to `width`."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line if len(line) <= width else line[:width - 3] + "..."
+
+
+def run_one(path: Path, target: Path, timeout: int) -> NotebookRun:
+    """Execute `path` top to bottom in a fresh kernel and write the executed copy to `target`.
+
+    Cell numbers count code and markdown cells from 0, as JupyterLab's cell list does.
+    """
     notebook = nbformat.read(path, as_version=4)
+    started: dict[int, float] = {}
+    durations: dict[int, float] = {}
+
+    def on_execute(cell, cell_index, **_):
+        started[cell_index] = time.perf_counter()
+
+    def on_executed(cell, cell_index, **_):
+        durations[cell_index] = time.perf_counter() - started[cell_index]
+
     client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", record_timing=False,
-                            resources={"metadata": {"path": str(NOTEBOOKS)}})
+                            resources={"metadata": {"path": str(NOTEBOOKS)}},
+                            on_cell_execute=on_execute, on_cell_executed=on_executed)
     start = time.perf_counter()
     try:
         client.execute()
         ok, error = True, ""
     except Exception as exc:  # a failed cell: keep the partial notebook to inspect
-        ok, error = False, "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        ok = False
+        if isinstance(exc, CellExecutionError):
+            error = f"{exc.ename}: {exc.evalue}"
+        else:  # a timeout or a dead kernel: the first line says which
+            error = f"{type(exc).__name__}: {first_line(str(exc), 200) or 'no message'}"
+        if started:
+            index = max(started)  # the cell that was running when execution stopped
+            error = f"cell {index} (`{first_line(notebook.cells[index].source)}`): {error}"
     seconds = time.perf_counter() - start
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
-    return ok, seconds, error
+    slowest = None
+    if durations:
+        index = max(durations, key=durations.get)
+        slowest = (index, durations[index], first_line(notebook.cells[index].source))
+    return NotebookRun(ok, seconds, error, slowest)
+
+
+def load_times() -> dict:
+    """Live seconds saved by earlier runs (`make run`, setup/bench_course.py): build/course-times.json."""
+    if TIMES.is_file():
+        return json.loads(TIMES.read_text(encoding="utf-8"))
+    return {"notebooks": {}}
+
+
+def save_times(part: str, entry: dict) -> None:
+    """Merge `entry` into build/course-times.json under `part` ("notebooks": {name: ...}, or "test")."""
+    times = load_times()
+    if part == "notebooks":
+        times["notebooks"].update(entry)
+    else:
+        times[part] = entry
+    TIMES.parent.mkdir(parents=True, exist_ok=True)
+    temporary = TIMES.with_suffix(".tmp")
+    temporary.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    temporary.replace(TIMES)
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def main() -> int:
@@ -72,25 +144,36 @@ def main() -> int:
         return 2
     print(f"mode: {os.environ['WORKBOOK_MODE']}; executed copies in {'notebooks/' if in_place else 'build/'}")
     rows = []
-    for path in paths:
+    total_start = time.perf_counter()
+    for number, path in enumerate(paths, start=1):
         target = path if in_place else BUILD / path.name
-        print(f"  running {path.name} ...", flush=True)
-        ok, seconds, error = run_one(path, target, args.timeout)
-        if writing and ok:
+        print(f"[{number}/{len(paths)}] {path.name} ...", flush=True)
+        run = run_one(path, target, args.timeout)
+        slowest = (f"; slowest cell {run.slowest_cell[0]} ({run.slowest_cell[1]:.1f} s): `{run.slowest_cell[2]}`"
+                   if run.slowest_cell else "")
+        print(f"[{number}/{len(paths)}] {path.name}: {run.seconds:.1f} s, {'ok' if run.ok else 'FAILED'}{slowest}"
+              f" ({time.perf_counter() - total_start:.0f} s so far)", flush=True)
+        if run.error:
+            print(f"    {run.error[:300]}", flush=True)
+        if writing and run.ok:
             finished = finish_pending()
             print(f"    recordings replaced: {', '.join(finished) or 'none (no model calls)'}")
         elif writing:
             kept = discard_pending()
             print(f"    failed: recordings kept as they were ({', '.join(kept) or 'no new recording'})")
-        rows.append((path.name, seconds, ok, error))
-    width = max(len(name) for name, *_ in rows)
+        if os.environ["WORKBOOK_MODE"] == "live":
+            save_times("notebooks", {path.name: {"seconds": run.seconds, "ok": run.ok, "error": run.error,
+                                                 "date": utc_now()}})
+        rows.append((path.name, run))
+    width = max(len(name) for name, _ in rows)
     print(f"\n{'notebook':<{width}}  {'seconds':>8}  result")
-    for name, seconds, ok, error in rows:
-        print(f"{name:<{width}}  {seconds:8.1f}  {'ok' if ok else 'FAILED'}")
-        if error:
-            print(f"    {error.splitlines()[-1][:300]}")
-    return 0 if all(ok for _, _, ok, _ in rows) else 1
-
+    for name, run in rows:
+        print(f"{name:<{width}}  {run.seconds:8.1f}  {'ok' if run.ok else 'FAILED'}")
+        if run.error:
+            print(f"    {run.error[:300]}")
+    print(f"{'total':<{width}}  {sum(run.seconds for _, run in rows):8.1f}  "
+          f"{sum(run.ok for _, run in rows)} of {len(rows)} ok")
+    return 0 if all(run.ok for _, run in rows) else 1
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,6 +11,11 @@ import httpx
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# `make test` runs two pytest-xdist workers, each a process with its own model: one llama.cpp
+# thread each, so two workers on two cores do not make llama.cpp's spinning threads wait for
+# each other. WORKBOOK_THREADS set by the caller wins.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("WORKBOOK_THREADS", "1")
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +38,7 @@ def server_url():
     port = _free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(configured_model().path),
                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--logits_all", "true",
-               "--n_threads", str(os.cpu_count() or 1), "--verbose", "false"]
+               "--n_threads", os.environ.get("WORKBOOK_THREADS") or str(os.cpu_count() or 1), "--verbose", "false"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 120

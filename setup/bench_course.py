@@ -1,0 +1,169 @@
+"""Classroom speed against the workbook's targets, printed side by side in one run.
+
+    python setup/bench_course.py               # every notebook live, the test command, the install log
+    python setup/bench_course.py --only 00     # notebooks whose name starts with 00 (and the rest)
+    python setup/bench_course.py --reuse       # take what an earlier run measured, measure only the rest
+    python setup/bench_course.py --skip test   # leave out a part: notebooks, test or install
+
+Targets: each notebook re-executes live in at most 150 s (its model calls at most 120 s), all of
+them (`make run`) in at most 20 minutes, `make test` in at most 300 s (aim: 180 s), and a fresh
+install in at most 10 minutes. Measurements are saved to build/course-times.json; `make run`
+adds its live seconds there too, so `--reuse` can print them without running anything again.
+The install seconds come from .venv/.install-times, which setup/install.sh writes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_notebooks import NOTEBOOKS, REPO, load_times, run_one, save_times, utc_now  # noqa: E402
+
+NOTEBOOK_TARGET = 150.0  # seconds, one notebook top to bottom, live
+MODEL_TARGET = 120.0  # seconds of model calls within one notebook
+RUN_TARGET = 20 * 60.0  # seconds, every notebook (`make run`)
+TEST_TARGET = 300.0  # seconds, `make test` on an installed .venv
+TEST_AIM = 180.0
+INSTALL_TARGET = 10 * 60.0  # seconds, a fresh install (packages and model)
+INSTALL_TIMES = REPO / ".venv" / ".install-times"
+RECORDINGS = REPO / "data" / "recordings"
+# `make test` without its setup step: the same command the Makefile runs.
+TEST_COMMAND = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadscope", "tests", "--nbval", "notebooks",
+                "-p", "no:cacheprovider", "-q"]
+PARTS = ("notebooks", "test", "install")
+
+
+def machine() -> str:
+    """Cores, memory and the current load: the targets assume 2 cores, and the machine may be shared."""
+    cores = os.cpu_count() or 1
+    memory = ""
+    try:
+        total_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                        if line.startswith("MemTotal:"))
+        memory = f", {total_kb / 1024 ** 2:.0f} GB RAM"
+    except (OSError, StopIteration):
+        pass
+    load = ""
+    if hasattr(os, "getloadavg"):
+        load = f", load average {os.getloadavg()[0]:.1f}"
+    return f"{cores} cores{memory}, {platform.system()} {platform.machine()}{load}"
+
+
+def recorded_model_seconds(notebook: str) -> float | None:
+    """Seconds the model took over a notebook's recorded calls (None: the notebook has no recording)."""
+    path = RECORDINGS / f"{Path(notebook).stem}.jsonl"
+    if not path.is_file():
+        return None
+    total = 0.0
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            entry = json.loads(line)
+            answer = entry.get("answer")
+            if entry.get("kind") == "call" and isinstance(answer, dict):
+                total += float(answer.get("seconds", 0.0))
+    return total
+
+
+def read_install_times(path: Path = INSTALL_TIMES) -> tuple[str, dict[str, float]]:
+    """The header line and per-step seconds that setup/install.sh logged (empty when there is no log)."""
+    if not path.is_file():
+        return "", {}
+    header, steps = "", {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            header = line.lstrip("# ").strip()
+        elif "\t" in line:
+            name, seconds = line.split("\t", 1)
+            steps[name] = float(seconds)
+    return header, steps
+
+
+def measure_test() -> dict:
+    start = time.perf_counter()
+    result = subprocess.run(TEST_COMMAND, cwd=REPO, env={**os.environ, "WORKBOOK_MODE": "replay"},
+                            capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    lines = result.stdout.strip().splitlines()
+    summary = lines[-1].strip("= ") if lines else result.stderr.strip()[-300:]
+    return {"seconds": seconds, "ok": result.returncode == 0, "summary": summary}
+
+
+def verdict(seconds: float, target: float) -> str:
+    return f"{seconds / target:5.2f}  {'ok' if seconds <= target else 'OVER'}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="", help="notebooks whose name starts with this (default: all)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="print measurements saved by earlier runs; measure only what is missing")
+    parser.add_argument("--skip", action="append", default=[], choices=PARTS, help="leave out a part")
+    parser.add_argument("--install-log", type=Path, default=INSTALL_TIMES,
+                        help="the install log to read (default: .venv/.install-times)")
+    args = parser.parse_args()
+
+    paths = sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]-*.ipynb") if p.name.startswith(args.only))
+    if "notebooks" not in args.skip and not paths:
+        print(f"no notebooks match {args.only!r} in {NOTEBOOKS}", file=sys.stderr)
+        return 2
+    saved = load_times()
+    print(f"machine: {machine()}")
+    width = max([len(p.name) for p in paths] + [24])
+
+    def row(name: str, seconds: float, target: float, note: str = "") -> None:
+        line = f"{name:<{width}}  {seconds:8.1f}  {target:7.0f}  {verdict(seconds, target)}  {note}"
+        print(line.rstrip(), flush=True)
+
+    print(f"\n{'what':<{width}}  {'seconds':>8}  {'target':>7}  ratio  result")
+    if "notebooks" not in args.skip:
+        os.environ["WORKBOOK_MODE"] = "live"
+        total, measured = 0.0, 0
+        for path in paths:
+            entry = saved["notebooks"].get(path.name) if args.reuse else None
+            origin = f"saved {entry['date']}" if entry else "measured now"
+            if entry is None:
+                run = run_one(path, REPO / "build" / path.name, timeout=3600)
+                entry = {"seconds": run.seconds, "ok": run.ok, "error": run.error, "date": utc_now()}
+                save_times("notebooks", {path.name: entry})
+            notes = [] if entry["ok"] else [f"FAILED in {entry['error'][:120]}"]
+            model = recorded_model_seconds(path.name)
+            if model is not None:
+                notes.append(f"recorded model calls {model:.0f} s, target {MODEL_TARGET:.0f} "
+                             f"({'ok' if model <= MODEL_TARGET else 'OVER'})")
+            row(f"{path.name} live", entry["seconds"], NOTEBOOK_TARGET, "; ".join(notes + [origin]))
+            total += entry["seconds"]
+            measured += 1
+        every = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]-*.ipynb"))
+        label = "make run (all notebooks)" if measured == len(every) else f"{measured} of {len(every)} notebooks"
+        row(label, total, RUN_TARGET if measured == len(every) else RUN_TARGET * measured / len(every),
+            "" if measured == len(every) else "target scaled to the share of notebooks")
+    if "test" not in args.skip:
+        entry = saved.get("test") if args.reuse else None
+        origin = f"saved {entry['date']}" if entry else "measured now"
+        if entry is None:
+            entry = {**measure_test(), "date": utc_now()}
+            save_times("test", entry)
+        row("make test", entry["seconds"], TEST_TARGET,
+            f"{entry['summary']}; aim {TEST_AIM:.0f} s; {origin}")
+    if "install" not in args.skip:
+        header, steps = read_install_times(args.install_log)
+        if not steps:
+            print(f"{'install':<{width}}  no log in {args.install_log}: "
+                  f"it is written by a fresh install (rm .venv/.installed && make setup)")
+        else:
+            parts = " + ".join(f"{name} {seconds:.0f}" for name, seconds in steps.items())
+            complete = "model" in steps
+            row("install" if complete else "install (model not timed)", sum(steps.values()), INSTALL_TARGET,
+                f"{parts}; {header}")
+    print(f"\nmachine at the end: {machine()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
