@@ -18,7 +18,8 @@ home department, and tenured or emeritus members. Two details matter:
 Names, descriptions and thresholds live in one table, `RULES`, that both
 implementations read, so they cannot drift apart; the per-member tests are written twice
 (Python and Z3) on purpose, and a property test checks that they agree.
-Department names are compared case-insensitively after stripping whitespace.
+Department names are compared case-insensitively, with any run of whitespace (a doubled
+space, a no-break space) read as one space.
 """
 from __future__ import annotations
 
@@ -101,10 +102,11 @@ class CommitteeCheck:
 
 
 def _department_key(department: str | None) -> str | None:
-    """Department name for comparison: stripped and case-folded; None when missing or blank."""
+    """Department name for comparison: every run of whitespace (tabs, no-break spaces, doubled
+    spaces) made one space, ends stripped, case-folded; None when missing or blank."""
     if department is None or not department.strip():
         return None
-    return department.strip().casefold()
+    return " ".join(department.split()).casefold()
 
 
 def _validated_members(members: Sequence[CommitteeMember], argument: str) -> list[CommitteeMember]:
