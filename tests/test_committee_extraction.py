@@ -6,8 +6,9 @@ import json
 import pytest
 
 from lib.grammar import schema_for_model
-from lib.rules import (CommitteeExtraction, CommitteeMember, check_committee, extract_committee,
-                       extraction_differences, plain_committee_verdict)
+from lib.rules import (DEPARTMENTS, FACULTY_POSITIONS, CommitteeExtraction, CommitteeMember, check_committee,
+                       compare_extraction, extract_committee, extract_committee_by_questions, normalized_name,
+                       plain_committee_verdict)
 from tests.test_grounding import FakeLLM, completion
 
 KIM = CommitteeMember(name="Rachel Kim", is_advisor=True, has_faculty_appointment=True,
@@ -49,17 +50,75 @@ def test_extraction_arguments_are_checked():
         extract_committee(FakeLLM(), DESCRIPTION, " ")
 
 
-def test_differences_name_missing_extra_and_wrong_fields():
-    assert extraction_differences([KIM, LANG], [LANG, KIM]) == []
-    assert extraction_differences([KIM.model_copy(update={"primary_department": " computer science"})], [KIM]) == []
-    wrong = LANG.model_copy(update={"is_tenured_or_emeritus": True, "primary_department": None})
+def test_names_match_without_titles_spacing_or_case():
+    assert normalized_name("Professor Emerita Grace  Lindqvist") == "grace lindqvist"
+    assert normalized_name("Dr. Benedikt Lang") == normalized_name("benedikt lang") == "benedikt lang"
+    assert normalized_name("Drew Professor") == "drew professor"  # only leading titles go
+
+
+def test_comparison_matches_members_by_normalised_name_and_scores_fields():
+    assert compare_extraction([KIM, LANG], [LANG, KIM]).differences == []
+    titled = [KIM.model_copy(update={"name": "Professor Rachel Kim", "primary_department": " computer\u00a0science"})]
+    exact = compare_extraction(titled, [KIM])
+    assert exact.differences == [] and (exact.fields_right, exact.fields_total, exact.accuracy) == (4, 4, 1.0)
+    wrong = LANG.model_copy(update={"name": "Dr. Benedikt Lang", "is_tenured_or_emeritus": True,
+                                    "primary_department": None})
     other = KIM.model_copy(update={"name": "Ada Lovelace"})
-    assert extraction_differences([wrong, other], [KIM, LANG]) == [
+    comparison = compare_extraction([wrong, other], [KIM, LANG])
+    assert comparison.differences == [
         "missing member 'Rachel Kim'",
         "extra member 'Ada Lovelace'",
-        "Benedikt Lang: is_tenured_or_emeritus is True, should be False",
         "Benedikt Lang: primary_department is None, should be 'Computer Science'",
+        "Benedikt Lang: is_tenured_or_emeritus is True, should be False",
     ]
+    # Rachel Kim missing (4 wrong), Ada Lovelace extra (4 wrong), Benedikt Lang 2 of 4 right
+    assert (comparison.fields_right, comparison.fields_total) == (2, 12)
+
+
+def questions_llm(*answers: str) -> FakeLLM:
+    return FakeLLM(*(completion(text) for text in answers))
+
+
+def test_extraction_by_questions_builds_members_from_closed_answers():
+    llm = questions_llm('{"names": ["Professor Rachel Kim", "Benedikt Lang", "Rachel Kim"]}',
+                        "Professor Rachel Kim", "none",
+                        "professor", "yes", "Computer Science",
+                        "postdoc", "no", "none")
+    result = extract_committee_by_questions(llm, DESCRIPTION)
+    assert result.ok and not result.errors and len(result.completions) == 9
+    kim, lang = result.members  # the repeated name is asked about once
+    assert (kim.name, kim.is_advisor, kim.has_faculty_appointment, kim.primary_department,
+            kim.is_tenured_or_emeritus) == ("Professor Rachel Kim", True, True, "Computer Science", True)
+    assert (lang.is_advisor, lang.has_faculty_appointment, lang.primary_department,
+            lang.is_tenured_or_emeritus) == (False, False, None, False)
+    advisor, co_advisor = llm.requests[1:3]  # each answer one of the names (or none)
+    assert advisor["grammar"] == 'root ::= "Professor Rachel Kim" | "Benedikt Lang" | "none"'
+    assert co_advisor["grammar"] == 'root ::= "Benedikt Lang" | "none"'
+    assert "besides Professor Rachel Kim" in co_advisor["messages"][-1]["content"]
+    position, tenure, department = llm.requests[3:6]
+    assert FACULTY_POSITIONS[0] in position["grammar"] and "postdoc" in position["grammar"]
+    assert tenure["grammar"] == 'root ::= "yes" | "no"'
+    assert all(f'"{name}"' in department["grammar"] for name in [*DEPARTMENTS, "none"])
+    assert "Physics (physicists)" in department["messages"][-1]["content"]
+    # the message sits in the system turn, which every question shares (a cached prefix)
+    assert len({request["messages"][0]["content"] for request in llm.requests}) == 1
+    assert DESCRIPTION in llm.requests[0]["messages"][0]["content"]
+
+
+def test_extraction_by_questions_reports_failures_and_checks_arguments():
+    failed = extract_committee_by_questions(questions_llm('{"names": [', '{"names": [1]}'), DESCRIPTION)
+    assert not failed.ok and failed.members is None and len(failed.errors) == 2
+    nobody = extract_committee_by_questions(questions_llm('{"names": []}'), DESCRIPTION)
+    assert nobody.ok and nobody.members == []
+    no_advisor = extract_committee_by_questions(questions_llm('{"names": ["Rachel Kim"]}', "none",
+                                                              "professor", "yes", "Physics"), DESCRIPTION)
+    assert no_advisor.members == [KIM.model_copy(update={"is_advisor": False, "primary_department": "Physics"})]
+    only_advisor = questions_llm('{"names": ["Rachel Kim"]}', "Rachel Kim", "professor", "yes", "Computer Science")
+    assert extract_committee_by_questions(only_advisor, DESCRIPTION).members == [KIM]  # no co-advisor to ask about
+    with pytest.raises(ValueError, match="description"):
+        extract_committee_by_questions(FakeLLM(), "  ")
+    with pytest.raises(ValueError, match="departments"):
+        extract_committee_by_questions(FakeLLM(), DESCRIPTION, {"None": "nobody"})
 
 
 def test_plain_verdict_reads_a_grammar_constrained_yes_or_no():
