@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NB ?=
 
-.PHONY: setup run test record refresh results lab bench drift clean
+.PHONY: setup run test record update refresh results lab bench drift clean
 
 setup:
 	@bash setup/install.sh
@@ -15,6 +15,9 @@ test: setup           ## unit tests of lib + nbval on every notebook in replay m
 
 record: setup         ## re-record notebooks (all, or NB=05-grammars) and rewrite their outputs
 	$(PY) setup/run_notebooks.py --record --only "$(NB)"
+
+update: setup         ## like record, but only requests not yet recorded call the model (NB=05-grammars)
+	$(PY) setup/run_notebooks.py --update --only "$(NB)"
 
 refresh: setup        ## rewrite notebook outputs from recordings and the current data/results (no model)
 	$(PY) setup/run_notebooks.py --refresh --only "$(NB)"

@@ -4,10 +4,18 @@ Every model call a notebook makes goes through `RecordedLLM`. The mode comes fro
 `WORKBOOK_MODE`:
 
 * `live` (default): call the model; nothing is written.
-* `record`: call the model and write each request and answer to
-  `data/recordings/<name>.jsonl` (the file is rewritten from scratch by each run).
-* `replay`: answer from that file without loading any model; a request that was never
+* `record`: call the model and write each request and answer to a new recording beside the
+  old one, `data/recordings/<name>.jsonl.new`.
+* `update`: like `record`, but a request already answered in the old recording (same model,
+  same request) takes that answer instead of calling the model; only new requests reach it.
+  Editing a notebook then costs only the model time of the cells that changed.
+* `replay`: answer from the recording without loading any model; a request that was never
   recorded raises `RecordingMissingError`, naming the notebook and the command to record it.
+
+In `record` and `update` modes the old recording stays untouched until the new one is
+complete: `finish_recording()` (called by `make record` / `make update` once the notebook ran
+without error) replaces it; `discard_pending()` removes an unfinished new recording. A model
+that fails half-way therefore never costs the recording that was there.
 
 A recording's key is a hash of the model's identity (the GGUF's sha256, or the server's model
 id) and the full request, so answers recorded with one model never replay for another. Each
@@ -27,7 +35,10 @@ from lib.llm import (BackendConfig, _SharedMethods, Completion, Message, NextTok
                      fingerprint, library_versions, validate_messages)
 
 RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "data" / "recordings"
-MODES = ("live", "replay", "record")
+MODES = ("live", "replay", "record", "update")
+WRITING_MODES = ("record", "update")
+PENDING_SUFFIX = ".new"
+"""A recording being written is `<name>.jsonl.new` until `finish_recording()` replaces `<name>.jsonl`."""
 _INLINE_TEXT = 300  # message texts longer than this are stored once, by hash
 
 
@@ -72,6 +83,11 @@ def _decode_next_token(data: dict) -> NextTokenLogprobs:
     return NextTokenLogprobs(tuple((c, p) for c, p in data["top"]), data["scores"], data["seconds"])
 
 
+def decode_answer(method: str, data: Any) -> Any:
+    """The answer object of a recorded call (`Completion`, `NextTokenLogprobs`, ...) from its JSON form."""
+    return _DECODERS[method](data)
+
+
 _DECODERS: dict[str, Callable[[Any], Any]] = {
     "chat": _decode_completion,
     "next_token_logprobs": _decode_next_token,
@@ -82,17 +98,26 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
 
 
 class RecordingStore:
-    """One JSONL file of recorded calls for one notebook (or test, or script)."""
+    """One JSONL file of recorded calls for one notebook (or test, or script).
+
+    Reading never writes. Writing (`start`, `put`) goes to `pending_path`, beside the recording;
+    `finish` replaces the recording with it, so the old file is intact until the new one is whole.
+    """
 
     def __init__(self, name: str, folder: Path = RECORDINGS_DIR) -> None:
         if not name or "/" in name or name.startswith("."):
             raise ValueError(f"recording name {name!r} must be a plain file name such as '00-setup'")
         self.name = name
         self.path = folder / f"{name}.jsonl"
+        self.pending_path = folder / f"{name}.jsonl{PENDING_SUFFIX}"
         self.header: dict[str, Any] | None = None
         self._calls: dict[str, dict[str, Any]] = {}
         self._texts: dict[str, str] = {}
+        self._previous_calls: dict[str, dict[str, Any]] = {}
+        self._previous_texts: dict[str, str] = {}
         self.writing = False
+        if self.path.is_dir():
+            raise IsADirectoryError(f"{self.path} is a folder, not a recording file: move it away and record again")
         if self.path.is_file():
             self._load()
 
@@ -101,8 +126,13 @@ class RecordingStore:
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
                     continue
-                entry = json.loads(line)
-                kind = entry.get("kind")
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{self.path}, line {number}: not valid JSON ({error.msg}); the recording is "
+                                     f"damaged: restore it with git or record it again (make record NB={self.name})"
+                                     ) from None
+                kind = entry.get("kind") if isinstance(entry, dict) else None
                 if kind == "header":
                     self.header = entry
                 elif kind == "text":
@@ -110,7 +140,7 @@ class RecordingStore:
                 elif kind == "call":
                     self._calls[entry["key"]] = entry
                 else:
-                    raise ValueError(f"{self.path}:{number}: unknown entry kind {kind!r}")
+                    raise ValueError(f"{self.path}, line {number}: unknown entry kind {kind!r}")
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -122,12 +152,20 @@ class RecordingStore:
         """Every recorded call with its request's texts restored, in file order."""
         return [{**call, "request": self._restore(call["request"])} for call in self._calls.values()]
 
+    def previous(self, key: str) -> dict[str, Any] | None:
+        """While writing: the call with this key in the recording being replaced, texts restored."""
+        call = self._previous_calls.get(key)
+        if call is None:
+            return None
+        return {**call, "request": self._restore(call["request"], self._previous_texts)}
+
     def start(self, header: dict[str, Any]) -> None:
-        """Begin a fresh recording: the file is replaced by a new header."""
+        """Begin a new recording in `pending_path`; the existing recording stays until `finish`."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._previous_calls, self._previous_texts = self._calls, self._texts
         self.header = {"kind": "header", "recording": self.name, **header}
         self._calls, self._texts = {}, {}
-        with open(self.path, "w", encoding="utf-8") as handle:
+        with open(self.pending_path, "w", encoding="utf-8") as handle:
             handle.write(json.dumps(self.header, ensure_ascii=False, sort_keys=True) + "\n")
         self.writing = True
 
@@ -140,10 +178,18 @@ class RecordingStore:
                  "answer": encode_answer(answer)}
         self._calls[key] = entry
         lines.append(entry)
-        with open(self.path, "a", encoding="utf-8") as handle:
+        with open(self.pending_path, "a", encoding="utf-8") as handle:
             for line in lines:
                 # Key order is kept: a JSON schema's property order shapes the grammar built from it.
                 handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    def finish(self) -> None:
+        """Replace the recording with the new one (an atomic rename); nothing happens when not writing."""
+        if not self.writing:
+            return
+        os.replace(self.pending_path, self.path)
+        self.writing = False
+        self._previous_calls, self._previous_texts = {}, {}
 
     def _compact(self, request: dict[str, Any], new_lines: list[dict]) -> dict[str, Any]:
         """Replace long message texts by {"sha": ...}, queueing each new text once."""
@@ -161,11 +207,12 @@ class RecordingStore:
             messages.append({"role": message["role"], "content": content})
         return {**request, "messages": messages}
 
-    def _restore(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _restore(self, request: dict[str, Any], texts: dict[str, str] | None = None) -> dict[str, Any]:
         if "messages" not in request:
             return request
+        texts = self._texts if texts is None else texts
         messages = [{"role": m["role"],
-                     "content": self._texts[m["content"]["sha"]] if isinstance(m["content"], dict) else m["content"]}
+                     "content": texts[m["content"]["sha"]] if isinstance(m["content"], dict) else m["content"]}
                     for m in request["messages"]]
         return {**request, "messages": messages}
 
@@ -229,7 +276,7 @@ class RecordedLLM(_SharedMethods):
     def _call(self, method: str, request: dict[str, Any]) -> Any:
         if self.mode == "live":
             return getattr(self.backend, method)(**request)
-        if self.mode == "record" and not self._store.writing:
+        if self.mode in WRITING_MODES and not self._store.writing:
             self._store.start(self._header())
         key = request_key(self.identity, method, request)
         recorded = self._store.get(key)
@@ -237,19 +284,33 @@ class RecordedLLM(_SharedMethods):
             return _DECODERS[method](recorded["answer"])
         if self.mode == "replay":
             raise RecordingMissingError(self._missing_message(method))
-        answer = getattr(self.backend, method)(**request)
+        earlier = self._store.previous(key) if self.mode == "update" else None
+        if earlier is not None:
+            answer = _DECODERS[method](earlier["answer"])
+        else:
+            answer = getattr(self.backend, method)(**request)
         self._store.put(key, method, request, answer)
         return answer
+
+    def finish_recording(self) -> None:
+        """Record/update mode: replace the old recording with the one this process wrote.
+
+        Call it once every request of the notebook was answered (`make record` does, when the
+        notebook ran without error). Until then the old recording is untouched.
+        """
+        self._store.finish()
 
     def _header(self) -> dict[str, Any]:
         return {"model": self.identity, "backend": self.config.backend, "versions": library_versions(),
                 "date": datetime.date.today().isoformat(),
-                "command": f"make record NB={self._store.name}"}
+                "command": f"make {self.mode} NB={self._store.name}"}
 
     def _missing_message(self, method: str) -> str:
         store = self._store
         where = f"data/recordings/{store.path.name}"
-        if store.header is None:
+        if store.header is None and store.path.is_file():
+            reason = f"{where} is empty (no header line)"
+        elif store.header is None:
             reason = f"{where} does not exist"
         elif store.header.get("model") != self.identity:
             reason = (f"{where} was recorded with {store.header.get('model')}, but the configured model is "
@@ -257,4 +318,32 @@ class RecordedLLM(_SharedMethods):
         else:
             reason = f"{where} has no answer for this {method} request (the request changed since it was recorded)"
         return (f"no recording for notebook {store.name}: {reason}. Record it with `make record NB={store.name}` "
-                "(runs the notebook against the model with WORKBOOK_MODE=record), or run live with WORKBOOK_MODE=live.")
+                f"(every call afresh) or `make update NB={store.name}` (only the calls not yet recorded), "
+                "or run live with WORKBOOK_MODE=live.")
+
+
+def pending_recordings(folder: Path = RECORDINGS_DIR) -> list[Path]:
+    """New recordings not yet finished (`<name>.jsonl.new`), sorted by name."""
+    return sorted(folder.glob(f"*.jsonl{PENDING_SUFFIX}"))
+
+
+def finish_pending(folder: Path = RECORDINGS_DIR) -> list[str]:
+    """Replace each recording with its finished new version; returns the recording names.
+
+    For a runner whose notebook (a separate kernel process) completed without error: the
+    kernel cannot know that the last cell succeeded, the runner can.
+    """
+    names = []
+    for pending in pending_recordings(folder):
+        os.replace(pending, pending.with_suffix(""))
+        names.append(pending.with_suffix("").stem)
+    return names
+
+
+def discard_pending(folder: Path = RECORDINGS_DIR) -> list[str]:
+    """Delete unfinished new recordings, leaving the old recordings as they were; returns the names."""
+    names = []
+    for pending in pending_recordings(folder):
+        pending.unlink()
+        names.append(pending.with_suffix("").stem)
+    return names

@@ -13,7 +13,7 @@ import math
 import random
 
 from lib.llm import BackendConfig
-from lib.recording import RECORDINGS_DIR, RecordingStore, _DECODERS
+from lib.recording import RECORDINGS_DIR, RecordingStore, decode_answer
 
 
 def _logprob_pairs(method: str, old, new) -> list[tuple[float, float]]:
@@ -59,7 +59,7 @@ def main() -> None:
         changed, worst = 0, 0.0
         for call in sample:
             method = call["method"]
-            old = _DECODERS[method](call["answer"])
+            old = decode_answer(method, call["answer"])
             new = getattr(backend, method)(**call["request"])
             changed += _texts_differ(method, old, new)
             for recorded, live in _logprob_pairs(method, old, new):

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from lib.llm import BackendConfig
-from lib.recording import RecordedLLM, RecordingMissingError, RecordingStore, current_mode, request_key
+from lib.recording import (RecordedLLM, RecordingMissingError, RecordingStore, current_mode, discard_pending,
+                           finish_pending, request_key)
 
 LONG_SYSTEM = "You sort customer messages into intents. " * 20
 CONFIG = BackendConfig("embedded")
@@ -33,14 +34,21 @@ def _requests(llm):
     ]
 
 
+def _record(tmp_path, embedded, mode="record", name="demo"):
+    llm = _recorded(tmp_path, mode, lambda: embedded, name=name)
+    answers = _requests(llm)
+    llm.finish_recording()
+    return answers
+
+
 def test_replay_round_trip_gives_identical_answers(tmp_path, embedded) -> None:
-    recorded = _requests(_recorded(tmp_path, "record", lambda: embedded))
+    recorded = _record(tmp_path, embedded)
     replayed = _requests(_recorded(tmp_path, "replay", _no_backend))
     assert replayed == recorded
 
 
 def test_recording_file_is_compact_and_has_a_header(tmp_path, embedded) -> None:
-    _requests(_recorded(tmp_path, "record", lambda: embedded))
+    _record(tmp_path, embedded)
     lines = [json.loads(line) for line in (tmp_path / "demo.jsonl").read_text().splitlines()]
     header = lines[0]
     assert header["kind"] == "header" and header["model"] == CONFIG.identity()
@@ -51,9 +59,10 @@ def test_recording_file_is_compact_and_has_a_header(tmp_path, embedded) -> None:
 
 
 def test_record_mode_starts_the_file_afresh(tmp_path, embedded) -> None:
-    _requests(_recorded(tmp_path, "record", lambda: embedded))
+    _record(tmp_path, embedded)
     llm = _recorded(tmp_path, "record", lambda: embedded)
     llm.tokenize("only this")
+    llm.finish_recording()
     calls = RecordingStore("demo", folder=tmp_path).calls()
     assert [c["method"] for c in calls] == ["tokenize"]
 
@@ -65,7 +74,9 @@ def test_missing_recording_names_notebook_and_command(tmp_path) -> None:
 
 
 def test_replay_of_another_model_says_so(tmp_path, embedded) -> None:
-    _recorded(tmp_path, "record", lambda: embedded).tokenize("x")
+    llm = _recorded(tmp_path, "record", lambda: embedded)
+    llm.tokenize("x")
+    llm.finish_recording()
     other = RecordedLLM(BackendConfig("openai", "http://127.0.0.1:1/v1", "other-model"), _no_backend,
                         RecordingStore("demo", folder=tmp_path), "replay")
     with pytest.raises(RecordingMissingError, match="recorded with embedded:.*configured model is openai:other-model"):
@@ -98,3 +109,66 @@ def test_schema_property_order_is_part_of_the_key() -> None:
     ba = {**request, "json_schema": {"properties": {"b": {"type": "string"}, "a": {"type": "string"}}}}
     assert ab == ba  # equal as dicts, but they make different grammars
     assert request_key("embedded:x", "chat", ab) != request_key("embedded:x", "chat", ba)
+
+
+def _closed_port_server():
+    """A real OpenAI-compatible client aimed at a port where nothing listens: every call fails."""
+    return BackendConfig("openai", "http://127.0.0.1:9/v1", "nothing-here").create()
+
+
+def test_a_failing_model_never_erases_the_recording(tmp_path, embedded) -> None:
+    _record(tmp_path, embedded)
+    before = (tmp_path / "demo.jsonl").read_bytes()
+    llm = _recorded(tmp_path, "record", _closed_port_server)
+    with pytest.raises(Exception):
+        llm.chat([{"role": "user", "content": "hello"}], max_tokens=4)
+    assert (tmp_path / "demo.jsonl").read_bytes() == before
+    assert discard_pending(tmp_path) == ["demo"]  # what a runner does when the notebook failed
+    assert (tmp_path / "demo.jsonl").read_bytes() == before
+    assert not list(tmp_path.glob("*.new"))
+
+
+def test_update_mode_reuses_recorded_answers_and_asks_only_new_requests(tmp_path, embedded) -> None:
+    recorded = _record(tmp_path, embedded)
+    asked = []
+
+    def counting_backend():
+        asked.append(1)
+        return embedded
+
+    llm = _recorded(tmp_path, "update", counting_backend)
+    assert _requests(llm) == recorded
+    assert not asked  # every answer came from the old recording
+    llm.count_tokens("a request that is new")
+    assert asked
+    finish_pending(tmp_path)
+    calls = RecordingStore("demo", folder=tmp_path).calls()
+    assert len(calls) == 7 and calls[-1]["request"] == {"text": "a request that is new"}
+    assert RecordingStore("demo", folder=tmp_path).header["command"] == "make update NB=demo"
+
+
+def test_update_mode_drops_requests_no_longer_made(tmp_path, embedded) -> None:
+    _record(tmp_path, embedded)
+    llm = _recorded(tmp_path, "update", _no_backend)
+    llm.info()
+    llm.finish_recording()
+    assert [c["method"] for c in RecordingStore("demo", folder=tmp_path).calls()] == ["info"]
+
+
+def test_a_damaged_recording_names_the_file_and_line(tmp_path, embedded) -> None:
+    _record(tmp_path, embedded)
+    path = tmp_path / "demo.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])
+    with pytest.raises(ValueError, match=r"demo\.jsonl, line 4: not valid JSON"):
+        RecordingStore("demo", folder=tmp_path)
+
+
+def test_empty_file_and_folder_are_not_called_missing(tmp_path) -> None:
+    (tmp_path / "empty.jsonl").write_text("")
+    llm = _recorded(tmp_path, "replay", _no_backend, name="empty")
+    with pytest.raises(RecordingMissingError, match="is empty"):
+        llm.tokenize("x")
+    (tmp_path / "folder.jsonl").mkdir()
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        RecordingStore("folder", folder=tmp_path)
