@@ -22,7 +22,8 @@ update: setup         ## like record, but only requests not yet recorded call th
 refresh: setup        ## rewrite notebook outputs from recordings and the current data/results (no model)
 	$(PY) setup/run_notebooks.py --refresh --only "$(NB)"
 
-results: setup       ## run or resume the saved BANKING77 / CLINC150 runs (hours on 2 cores; resumable)
+results: setup       ## run or resume the saved runs: committees (minutes), BANKING77 / CLINC150 (hours on 2 cores); resumable
+	$(PY) setup/run_committees.py
 	$(PY) setup/run_results.py
 
 lab: setup            ## open JupyterLab on notebooks/

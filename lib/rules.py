@@ -463,33 +463,31 @@ DEPARTMENTS: dict[str, str] = {
 """The university's departments and what their members are called: the closed list of answers
 to the department question (a message may say "a tenured physicist" rather than "Physics")."""
 
-FACULTY_POSITIONS: tuple[str, ...] = ("professor", "associate professor", "assistant professor", "lecturer",
-                                      "emeritus professor")
-OTHER_POSITIONS: tuple[str, ...] = ("postdoc", "student", "works outside the university", "not stated")
-"""The answers to the position question; a member holds a faculty appointment exactly when the
-answer is one of `FACULTY_POSITIONS`."""
+ROLES: tuple[str, ...] = ("advisor", "co-advisor", "committee member")
+"""The answers to the role question; a member is an advisor when the answer is advisor or co-advisor."""
 
-NONE_ANSWER = "none"
-"""The answer for no department, no advisor or no co-advisor."""
+POSITIONS: dict[str, tuple[bool, bool]] = {
+    "tenured professor": (True, True),
+    "emeritus professor": (True, True),
+    "professor, tenure not stated": (True, False),
+    "assistant professor": (True, False),
+    "lecturer": (True, False),
+    "postdoc": (False, False),
+    "student": (False, False),
+    "research scientist at a company": (False, False),
+}
+"""The answers to the position question -> (holds a faculty appointment, tenured or emeritus)."""
+
+NO_DEPARTMENT = "not at the university"
+"""The answer to the department question for a member with no department at the university."""
 
 NAMES_REQUEST = (
     "List every person the message names as a member of the committee, advisors included, once each. "
     "Write each name as given, without titles such as Professor, Dr. or Emerita."
 )
-ADVISOR_QUESTION = (
-    "Who is the student's advisor, the person the message calls their advisor or co-advisor? "
-    "Answer with one of: {options}; answer none if the message names no advisor."
-)
-CO_ADVISOR_QUESTION = (
-    "Does the message name a second advisor (a co-advisor) besides {advisor}? If so, who? "
-    "Answer with one of: {options}; answer none if there is no co-advisor."
-)
-POSITION_QUESTION = "What is {name}'s position, according to the message?"
-TENURE_QUESTION = "Does the message say that {name} is tenured, emeritus or emerita? Answer yes or no."
-DEPARTMENT_QUESTION = (
-    "What is the primary department of {name}? Answer with one of: {options}; "
-    "answer none if the message gives no department at the university for {name}."
-)
+ROLE_QUESTION = "What role does the message give {name}? Answer with one of: {options}."
+POSITION_QUESTION = "What is {name}'s position, according to the message? Answer with one of: {options}."
+DEPARTMENT_QUESTION = "What is the primary department of {name}? Answer with one of: {options}."
 
 
 class CommitteeNames(BaseModel):
@@ -505,13 +503,13 @@ def _question_messages(description: str, question: str) -> list[dict[str, str]]:
 
 
 def member_questions(name: str, departments: Mapping[str, str] = DEPARTMENTS) -> dict[str, tuple[str, list[str]]]:
-    """The three questions asked about one member: what they decide -> (question, the answers allowed)."""
-    listed = ", ".join(f"{department} ({people})" for department, people in departments.items())
+    """The three questions asked about one member: topic -> (question, the answers allowed)."""
+    listed = [f"{department} ({people})" for department, people in departments.items()]
     return {
-        "position": (POSITION_QUESTION.format(name=name), [*FACULTY_POSITIONS, *OTHER_POSITIONS]),
-        "is_tenured_or_emeritus": (TENURE_QUESTION.format(name=name), ["yes", "no"]),
-        "primary_department": (DEPARTMENT_QUESTION.format(name=name, options=listed),
-                               [*departments, NONE_ANSWER]),
+        "role": (ROLE_QUESTION.format(name=name, options=", ".join(ROLES)), list(ROLES)),
+        "position": (POSITION_QUESTION.format(name=name, options="; ".join(POSITIONS)), list(POSITIONS)),
+        "department": (DEPARTMENT_QUESTION.format(name=name, options=", ".join([*listed, NO_DEPARTMENT])),
+                       [*departments, NO_DEPARTMENT]),
     }
 
 
@@ -520,14 +518,13 @@ def extract_committee_by_questions(llm: LLM, description: str,
     """Extract the committee in small steps, each answer chosen from a closed list.
 
     1. The names (JSON constrained by `CommitteeNames`; validated, retried once by `ask_structured`).
-    2. The advisors: "who is the advisor?", then "who is the co-advisor?", each answer one of
-       the names from step 1 or "none" (no advisor, or no co-advisor).
-    3. Per member, three questions whose replies a grammar restricts to fixed options: the
-       position (faculty or not follows from it, see `FACULTY_POSITIONS`), tenured or emeritus
-       (yes/no), and the primary department (one of `departments`, or "none").
+    2. Per member, three questions whose replies a grammar restricts to fixed options: the role
+       (`ROLES`), the position (`POSITIONS`: the faculty appointment and tenure follow from it),
+       and the primary department (one of `departments`, or `NO_DEPARTMENT`).
 
-    A small model answers one focused question far more reliably than it fills five fields
-    for five people in one reply, and closed lists stop it from inventing a department.
+    A small model answers one focused question with named options far more reliably than it
+    fills five fields for five people in one reply (and than it answers yes/no questions,
+    where it leans to "yes"); closed lists stop it from inventing a department.
 
     Args:
         llm: the model (anything with `chat`).
@@ -544,43 +541,30 @@ def extract_committee_by_questions(llm: LLM, description: str,
         raise ValueError("description must be a non-empty string")
     if not isinstance(departments, Mapping) or not departments:
         raise ValueError("departments must be a non-empty mapping: department name -> what its members are called")
-    if any(_department_key(d) in (None, NONE_ANSWER) for d in departments):
-        raise ValueError(f"departments must be named, and {NONE_ANSWER!r} is the answer for no department")
+    if any(_department_key(d) in (None, _department_key(NO_DEPARTMENT)) for d in departments):
+        raise ValueError(f"departments must be named, and {NO_DEPARTMENT!r} is the answer for no department")
     names_reply = ask_structured(llm, _question_messages(description, NAMES_REQUEST), CommitteeNames, max_tokens=160)
-    completions, errors = list(names_reply.completions), list(names_reply.errors)
+    completions = list(names_reply.completions)
     if names_reply.value is None:
-        return ExtractionResult(None, tuple(completions), tuple(errors))
+        return ExtractionResult(None, tuple(completions), names_reply.errors)
     names: dict[str, str] = {}
     for name in names_reply.value.names:
         if name.strip() and normalized_name(name) not in names:
             names[normalized_name(name)] = name.strip()
-    if not names:
-        return ExtractionResult(CommitteeExtraction(members=[]), tuple(completions), tuple(errors))
-    advisors: list[str] = []
-    for template in (ADVISOR_QUESTION, CO_ADVISOR_QUESTION):
-        options = [name for name in names.values() if name not in advisors] + [NONE_ANSWER]
-        if len(options) == 1:
-            break
-        question = template.format(options=", ".join(options), advisor=advisors[0] if advisors else "")
-        reply = llm.chat(_question_messages(description, question), max_tokens=24, grammar=gbnf_for_options(options))
-        completions.append(reply)
-        if reply.text.strip() == NONE_ANSWER:
-            break
-        advisors.append(reply.text.strip())
     members = []
     for name in names.values():
         answers: dict[str, str] = {}
-        for field, (question, options) in member_questions(name, departments).items():
-            reply = llm.chat(_question_messages(description, question), max_tokens=12,
+        for topic, (question, options) in member_questions(name, departments).items():
+            reply = llm.chat(_question_messages(description, question), max_tokens=16,
                              grammar=gbnf_for_options(options))
             completions.append(reply)
-            answers[field] = reply.text.strip()
+            answers[topic] = reply.text.strip()
+        faculty, tenured = POSITIONS[answers["position"]]
         members.append(CommitteeMember(
-            name=name, is_advisor=name in advisors,
-            has_faculty_appointment=answers["position"] in FACULTY_POSITIONS,
-            primary_department=None if answers["primary_department"] == NONE_ANSWER else answers["primary_department"],
-            is_tenured_or_emeritus=answers["is_tenured_or_emeritus"] == "yes"))
-    return ExtractionResult(CommitteeExtraction(members=members), tuple(completions), tuple(errors))
+            name=name, is_advisor=answers["role"] != "committee member", has_faculty_appointment=faculty,
+            primary_department=None if answers["department"] == NO_DEPARTMENT else answers["department"],
+            is_tenured_or_emeritus=tenured))
+    return ExtractionResult(CommitteeExtraction(members=members), tuple(completions), names_reply.errors)
 
 
 _TITLES = frozenset({"professor", "prof.", "prof", "dr.", "dr", "emeritus", "emerita", "mr.", "mrs.", "ms."})
@@ -681,7 +665,7 @@ def plain_committee_verdict(llm: LLM, rules_text: str, description: str) -> tupl
 
 COMMITTEE_METHODS: tuple[str, ...] = ("one-call", "by-questions")
 """The extractors a saved run can use: `extract_committee` (all fields in one JSON reply) and
-`extract_committee_by_questions` (names, advisors, then three closed questions per member)."""
+`extract_committee_by_questions` (the names, then three closed questions per member)."""
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
 
@@ -702,7 +686,6 @@ def committee_prompt_fingerprint(method: str) -> str:
         return fingerprint({"system": EXTRACTION_SYSTEM_PROMPT, "schema": schema_for_model(CommitteeExtraction)})
     if method == "by-questions":
         return fingerprint({"system": QUESTIONS_SYSTEM_PROMPT, "names": NAMES_REQUEST,
-                            "advisors": [ADVISOR_QUESTION, CO_ADVISOR_QUESTION],
                             "questions": member_questions("{name}"), "schema": schema_for_model(CommitteeNames)})
     raise ValueError(f"method must be one of {COMMITTEE_METHODS}, got {method!r}")
 

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from lib.grammar import schema_for_model
-from lib.rules import (DEPARTMENTS, FACULTY_POSITIONS, CommitteeExtraction, CommitteeMember, check_committee,
-                       compare_extraction, extract_committee, extract_committee_by_questions, normalized_name,
-                       plain_committee_verdict)
+from lib.rules import (DEPARTMENTS, NO_DEPARTMENT, POSITIONS, ROLES, CommitteeExtraction, CommitteeMember, check_committee,
+                       compare_extraction, extract_committee, extract_committee_by_questions, load_committee_run,
+                       normalized_name, plain_committee_verdict, run_committee_cases)
 from tests.test_grounding import FakeLLM, completion
 
 KIM = CommitteeMember(name="Rachel Kim", is_advisor=True, has_faculty_appointment=True,
@@ -81,28 +81,32 @@ def questions_llm(*answers: str) -> FakeLLM:
 
 def test_extraction_by_questions_builds_members_from_closed_answers():
     llm = questions_llm('{"names": ["Professor Rachel Kim", "Benedikt Lang", "Rachel Kim"]}',
-                        "Professor Rachel Kim", "none",
-                        "professor", "yes", "Computer Science",
-                        "postdoc", "no", "none")
+                        "co-advisor", "tenured professor", "Computer Science",
+                        "committee member", "postdoc", NO_DEPARTMENT)
     result = extract_committee_by_questions(llm, DESCRIPTION)
-    assert result.ok and not result.errors and len(result.completions) == 9
+    assert result.ok and not result.errors and len(result.completions) == 7
     kim, lang = result.members  # the repeated name is asked about once
     assert (kim.name, kim.is_advisor, kim.has_faculty_appointment, kim.primary_department,
             kim.is_tenured_or_emeritus) == ("Professor Rachel Kim", True, True, "Computer Science", True)
     assert (lang.is_advisor, lang.has_faculty_appointment, lang.primary_department,
             lang.is_tenured_or_emeritus) == (False, False, None, False)
-    advisor, co_advisor = llm.requests[1:3]  # each answer one of the names (or none)
-    assert advisor["grammar"] == 'root ::= "Professor Rachel Kim" | "Benedikt Lang" | "none"'
-    assert co_advisor["grammar"] == 'root ::= "Benedikt Lang" | "none"'
-    assert "besides Professor Rachel Kim" in co_advisor["messages"][-1]["content"]
-    position, tenure, department = llm.requests[3:6]
-    assert FACULTY_POSITIONS[0] in position["grammar"] and "postdoc" in position["grammar"]
-    assert tenure["grammar"] == 'root ::= "yes" | "no"'
-    assert all(f'"{name}"' in department["grammar"] for name in [*DEPARTMENTS, "none"])
+    role, position, department = llm.requests[1:4]
+    assert role["grammar"] == 'root ::= "advisor" | "co-advisor" | "committee member"'
+    assert all(f'"{answer}"' in position["grammar"] for answer in POSITIONS)
+    assert all(f'"{answer}"' in department["grammar"] for answer in [*DEPARTMENTS, NO_DEPARTMENT])
     assert "Physics (physicists)" in department["messages"][-1]["content"]
+    assert "Professor Rachel Kim" in role["messages"][-1]["content"]
     # the message sits in the system turn, which every question shares (a cached prefix)
     assert len({request["messages"][0]["content"] for request in llm.requests}) == 1
     assert DESCRIPTION in llm.requests[0]["messages"][0]["content"]
+
+
+def test_positions_decide_faculty_and_tenure():
+    assert set(ROLES) == {"advisor", "co-advisor", "committee member"}
+    faculty = {position for position, (appointed, _) in POSITIONS.items() if appointed}
+    tenured = {position for position, (_, tenure) in POSITIONS.items() if tenure}
+    assert tenured == {"tenured professor", "emeritus professor"} and tenured < faculty
+    assert not faculty & {"postdoc", "student", "research scientist at a company"}
 
 
 def test_extraction_by_questions_reports_failures_and_checks_arguments():
@@ -110,15 +114,10 @@ def test_extraction_by_questions_reports_failures_and_checks_arguments():
     assert not failed.ok and failed.members is None and len(failed.errors) == 2
     nobody = extract_committee_by_questions(questions_llm('{"names": []}'), DESCRIPTION)
     assert nobody.ok and nobody.members == []
-    no_advisor = extract_committee_by_questions(questions_llm('{"names": ["Rachel Kim"]}', "none",
-                                                              "professor", "yes", "Physics"), DESCRIPTION)
-    assert no_advisor.members == [KIM.model_copy(update={"is_advisor": False, "primary_department": "Physics"})]
-    only_advisor = questions_llm('{"names": ["Rachel Kim"]}', "Rachel Kim", "professor", "yes", "Computer Science")
-    assert extract_committee_by_questions(only_advisor, DESCRIPTION).members == [KIM]  # no co-advisor to ask about
     with pytest.raises(ValueError, match="description"):
         extract_committee_by_questions(FakeLLM(), "  ")
     with pytest.raises(ValueError, match="departments"):
-        extract_committee_by_questions(FakeLLM(), DESCRIPTION, {"None": "nobody"})
+        extract_committee_by_questions(FakeLLM(), DESCRIPTION, {"Not at the  University": "nobody"})
 
 
 def test_plain_verdict_reads_a_grammar_constrained_yes_or_no():
@@ -127,3 +126,42 @@ def test_plain_verdict_reads_a_grammar_constrained_yes_or_no():
     assert plain_committee_verdict(llm, "At least four members.", DESCRIPTION)[0] is False
     assert llm.requests[0]["grammar"] == 'root ::= "yes" | "no"'
     assert "At least four members." in llm.requests[0]["messages"][0]["content"]
+
+
+CASES = [{"id": "one", "description": DESCRIPTION, "home_department": "Computer Science"},
+         {"id": "two", "description": DESCRIPTION, "home_department": "Computer Science"}]
+HEADER = {"model": "fake", "fingerprint": "abc", "command": "python setup/run_committees.py"}
+
+
+def test_saved_run_resumes_and_reads_back(tmp_path):
+    path = tmp_path / "committees-one-call.jsonl"
+    run_committee_cases(FakeLLM(completion(reply(KIM, LANG))), "one-call", CASES[:1], header=HEADER,
+                        path=path, progress=False)
+    llm = FakeLLM(completion(reply(KIM)))
+    run_committee_cases(llm, "one-call", CASES, header=HEADER, path=path, progress=False)
+    assert len(llm.requests) == 1  # the first case was not asked again
+    run = load_committee_run("one-call", tmp_path)
+    assert run.header["command"] == HEADER["command"] and run.members == {"one": [KIM, LANG], "two": [KIM]}
+    assert run.rows["two"]["calls"] == 1 and run.rows["two"]["ok"]
+
+
+def test_saved_run_is_never_mixed_or_wiped(tmp_path):
+    path = tmp_path / "committees-one-call.jsonl"
+    run_committee_cases(FakeLLM(completion(reply(KIM))), "one-call", CASES[:1], header=HEADER, path=path,
+                        progress=False)
+    before = path.read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="another fingerprint"):
+        run_committee_cases(FakeLLM(), "one-call", CASES, header={**HEADER, "fingerprint": "new"}, path=path,
+                            progress=False)
+    path.write_text(before.split("\n", 1)[1], encoding="utf-8")  # the header line lost
+    with pytest.raises(ValueError, match="no header"):
+        run_committee_cases(FakeLLM(), "one-call", CASES, header=HEADER, path=path, progress=False)
+    assert path.read_text(encoding="utf-8") == before.split("\n", 1)[1]
+    path.write_text(before + '{"kind": "row", "case": "two", "ok"', encoding="utf-8")  # killed mid-line
+    assert set(load_committee_run("one-call", tmp_path).members) == {"one"}
+    assert path.read_text(encoding="utf-8").endswith('"ok"')  # reading does not repair
+    run_committee_cases(FakeLLM(completion(reply(LANG))), "one-call", CASES, header=HEADER, path=path,
+                        progress=False)
+    assert load_committee_run("one-call", tmp_path).members == {"one": [KIM], "two": [LANG]}
+    with pytest.raises(FileNotFoundError, match="setup/run_committees.py --method by-questions"):
+        load_committee_run("by-questions", tmp_path)
