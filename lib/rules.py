@@ -6,6 +6,13 @@ and bad at counting against thresholds. So the model extracts, and code decides:
 `z3_check_committee` ask Z3 which rules the facts violate; `synthesize_committee` asks
 Z3 to *build* a committee that satisfies every rule from a pool of faculty.
 
+Extraction comes in two forms: `extract_committee` asks for every field of every member
+in one JSON reply; `extract_committee_by_questions` asks for the names, then three short
+questions per member, each answered from a closed list (the small model's one-reply
+extraction marks too many advisors). `compare_extraction` scores either against gold
+facts field by field, and `run_committee_cases` / `load_committee_run` save and read a
+run over the ten committee cases (setup/run_committees.py).
+
 The five rules (names and thresholds in `RULES`) require enough advisors (who chair
 the committee), members with a faculty appointment, outside members, faculty in the
 home department, and tenured or emeritus members. Two details matter:
