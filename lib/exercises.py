@@ -196,24 +196,27 @@ def _advisor_and_outside_only(answer: Any) -> bool:
     return check_committee(answer, "Computer Science").violated_rules == ["advisor", "outside-member"]
 
 
-@exercise("nb04-ex3", hint="Try synthesize_committee with size 1, 2, 3, ... and look for the first that does not "
-          "return None; which rule sets the floor?", expects="a whole number of members")
-def _smallest_synthesised_size(answer: Any) -> bool:
+@exercise("nb04-ex3", hint="The outside-member rule needs a department that differs from every advisor's: here "
+          "neither Computer Science nor Mathematics. Add your person to the case's gold members and run "
+          "check_committee on the result.", expects="the name of one person in the faculty pool, as a string")
+def _member_that_fixes_the_committee(answer: Any) -> bool:
     import json
 
     from lib.datasets import CORPUS_DIR
-    from lib.rules import CommitteeMember, synthesize_committee
+    from lib.rules import CommitteeMember, check_committee, normalized_name
 
-    if isinstance(answer, bool) or float(answer) != int(answer):
-        raise ValueError("expected a whole number")
-    lines = (CORPUS_DIR / "faculty.jsonl").read_text(encoding="utf-8").splitlines()
-    pool = [CommitteeMember(**json.loads(line)) for line in lines]
-    size = int(answer)
-
-    def builds(n: int) -> bool:
-        return synthesize_committee(pool, "Hiroshi Tanaka", "Computer Science", size=n) is not None
-
-    return size >= 1 and builds(size) and (size == 1 or not builds(size - 1))
+    if not isinstance(answer, str):
+        raise ValueError("expected a name")
+    pool = [CommitteeMember(**json.loads(line))
+            for line in (CORPUS_DIR / "faculty.jsonl").read_text(encoding="utf-8").splitlines()]
+    cases = [json.loads(line) for line in (CORPUS_DIR / "committee_cases.jsonl").read_text(encoding="utf-8").splitlines()]
+    case = next(c for c in cases if c["id"] == "co-advisors-no-outsider")
+    committee = [CommitteeMember(**member) for member in case["members"]]
+    on_committee = {normalized_name(member.name) for member in committee}
+    chosen = [member for member in pool if normalized_name(member.name) == normalized_name(answer)]
+    if not chosen or normalized_name(answer) in on_committee:
+        return False
+    return check_committee([*committee, chosen[0]], case["home_department"]).ok
 
 
 # --------------------------------------------------------------------------- notebook 07

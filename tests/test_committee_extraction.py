@@ -6,8 +6,9 @@ import json
 import pytest
 
 from lib.grammar import schema_for_model
-from lib.rules import (CommitteeExtraction, CommitteeMember, check_committee, extract_committee,
-                       extraction_differences, plain_committee_verdict)
+from lib.rules import (DEPARTMENTS, NO_DEPARTMENT, POSITIONS, ROLES, CommitteeExtraction, CommitteeMember, check_committee,
+                       compare_extraction, extract_committee, extract_committee_by_questions, load_committee_run,
+                       normalized_name, plain_committee_verdict, run_committee_cases)
 from tests.test_grounding import FakeLLM, completion
 
 KIM = CommitteeMember(name="Rachel Kim", is_advisor=True, has_faculty_appointment=True,
@@ -49,17 +50,74 @@ def test_extraction_arguments_are_checked():
         extract_committee(FakeLLM(), DESCRIPTION, " ")
 
 
-def test_differences_name_missing_extra_and_wrong_fields():
-    assert extraction_differences([KIM, LANG], [LANG, KIM]) == []
-    assert extraction_differences([KIM.model_copy(update={"primary_department": " computer science"})], [KIM]) == []
-    wrong = LANG.model_copy(update={"is_tenured_or_emeritus": True, "primary_department": None})
+def test_names_match_without_titles_spacing_or_case():
+    assert normalized_name("Professor Emerita Grace  Lindqvist") == "grace lindqvist"
+    assert normalized_name("Dr. Benedikt Lang") == normalized_name("benedikt lang") == "benedikt lang"
+    assert normalized_name("Drew Professor") == "drew professor"  # only leading titles go
+
+
+def test_comparison_matches_members_by_normalised_name_and_scores_fields():
+    assert compare_extraction([KIM, LANG], [LANG, KIM]).differences == []
+    titled = [KIM.model_copy(update={"name": "Professor Rachel Kim", "primary_department": " computer\u00a0science"})]
+    exact = compare_extraction(titled, [KIM])
+    assert exact.differences == [] and (exact.fields_right, exact.fields_total, exact.accuracy) == (4, 4, 1.0)
+    wrong = LANG.model_copy(update={"name": "Dr. Benedikt Lang", "is_tenured_or_emeritus": True,
+                                    "primary_department": None})
     other = KIM.model_copy(update={"name": "Ada Lovelace"})
-    assert extraction_differences([wrong, other], [KIM, LANG]) == [
+    comparison = compare_extraction([wrong, other], [KIM, LANG])
+    assert comparison.differences == [
         "missing member 'Rachel Kim'",
         "extra member 'Ada Lovelace'",
-        "Benedikt Lang: is_tenured_or_emeritus is True, should be False",
         "Benedikt Lang: primary_department is None, should be 'Computer Science'",
+        "Benedikt Lang: is_tenured_or_emeritus is True, should be False",
     ]
+    # Rachel Kim missing (4 wrong), Ada Lovelace extra (4 wrong), Benedikt Lang 2 of 4 right
+    assert (comparison.fields_right, comparison.fields_total) == (2, 12)
+
+
+def questions_llm(*answers: str) -> FakeLLM:
+    return FakeLLM(*(completion(text) for text in answers))
+
+
+def test_extraction_by_questions_builds_members_from_closed_answers():
+    llm = questions_llm('{"names": ["Professor Rachel Kim", "Benedikt Lang", "Rachel Kim"]}',
+                        "co-advisor", "tenured professor", "Computer Science",
+                        "committee member", "postdoc", NO_DEPARTMENT)
+    result = extract_committee_by_questions(llm, DESCRIPTION)
+    assert result.ok and not result.errors and len(result.completions) == 7
+    kim, lang = result.members  # the repeated name is asked about once
+    assert (kim.name, kim.is_advisor, kim.has_faculty_appointment, kim.primary_department,
+            kim.is_tenured_or_emeritus) == ("Professor Rachel Kim", True, True, "Computer Science", True)
+    assert (lang.is_advisor, lang.has_faculty_appointment, lang.primary_department,
+            lang.is_tenured_or_emeritus) == (False, False, None, False)
+    role, position, department = llm.requests[1:4]
+    assert role["grammar"] == 'root ::= "advisor" | "co-advisor" | "committee member"'
+    assert all(f'"{answer}"' in position["grammar"] for answer in POSITIONS)
+    assert all(f'"{answer}"' in department["grammar"] for answer in [*DEPARTMENTS, NO_DEPARTMENT])
+    assert "Physics (physicists)" in department["messages"][-1]["content"]
+    assert "Professor Rachel Kim" in role["messages"][-1]["content"]
+    # the message sits in the system turn, which every question shares (a cached prefix)
+    assert len({request["messages"][0]["content"] for request in llm.requests}) == 1
+    assert DESCRIPTION in llm.requests[0]["messages"][0]["content"]
+
+
+def test_positions_decide_faculty_and_tenure():
+    assert set(ROLES) == {"advisor", "co-advisor", "committee member"}
+    faculty = {position for position, (appointed, _) in POSITIONS.items() if appointed}
+    tenured = {position for position, (_, tenure) in POSITIONS.items() if tenure}
+    assert tenured == {"tenured professor", "emeritus professor"} and tenured < faculty
+    assert not faculty & {"postdoc", "student", "research scientist at a company"}
+
+
+def test_extraction_by_questions_reports_failures_and_checks_arguments():
+    failed = extract_committee_by_questions(questions_llm('{"names": [', '{"names": [1]}'), DESCRIPTION)
+    assert not failed.ok and failed.members is None and len(failed.errors) == 2
+    nobody = extract_committee_by_questions(questions_llm('{"names": []}'), DESCRIPTION)
+    assert nobody.ok and nobody.members == []
+    with pytest.raises(ValueError, match="description"):
+        extract_committee_by_questions(FakeLLM(), "  ")
+    with pytest.raises(ValueError, match="departments"):
+        extract_committee_by_questions(FakeLLM(), DESCRIPTION, {"Not at the  University": "nobody"})
 
 
 def test_plain_verdict_reads_a_grammar_constrained_yes_or_no():
@@ -68,3 +126,42 @@ def test_plain_verdict_reads_a_grammar_constrained_yes_or_no():
     assert plain_committee_verdict(llm, "At least four members.", DESCRIPTION)[0] is False
     assert llm.requests[0]["grammar"] == 'root ::= "yes" | "no"'
     assert "At least four members." in llm.requests[0]["messages"][0]["content"]
+
+
+CASES = [{"id": "one", "description": DESCRIPTION, "home_department": "Computer Science"},
+         {"id": "two", "description": DESCRIPTION, "home_department": "Computer Science"}]
+HEADER = {"model": "fake", "fingerprint": "abc", "command": "python setup/run_committees.py"}
+
+
+def test_saved_run_resumes_and_reads_back(tmp_path):
+    path = tmp_path / "committees-one-call.jsonl"
+    run_committee_cases(FakeLLM(completion(reply(KIM, LANG))), "one-call", CASES[:1], header=HEADER,
+                        path=path, progress=False)
+    llm = FakeLLM(completion(reply(KIM)))
+    run_committee_cases(llm, "one-call", CASES, header=HEADER, path=path, progress=False)
+    assert len(llm.requests) == 1  # the first case was not asked again
+    run = load_committee_run("one-call", tmp_path)
+    assert run.header["command"] == HEADER["command"] and run.members == {"one": [KIM, LANG], "two": [KIM]}
+    assert run.rows["two"]["calls"] == 1 and run.rows["two"]["ok"]
+
+
+def test_saved_run_is_never_mixed_or_wiped(tmp_path):
+    path = tmp_path / "committees-one-call.jsonl"
+    run_committee_cases(FakeLLM(completion(reply(KIM))), "one-call", CASES[:1], header=HEADER, path=path,
+                        progress=False)
+    before = path.read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="another fingerprint"):
+        run_committee_cases(FakeLLM(), "one-call", CASES, header={**HEADER, "fingerprint": "new"}, path=path,
+                            progress=False)
+    path.write_text(before.split("\n", 1)[1], encoding="utf-8")  # the header line lost
+    with pytest.raises(ValueError, match="no header"):
+        run_committee_cases(FakeLLM(), "one-call", CASES, header=HEADER, path=path, progress=False)
+    assert path.read_text(encoding="utf-8") == before.split("\n", 1)[1]
+    path.write_text(before + '{"kind": "row", "case": "two", "ok"', encoding="utf-8")  # killed mid-line
+    assert set(load_committee_run("one-call", tmp_path).members) == {"one"}
+    assert path.read_text(encoding="utf-8").endswith('"ok"')  # reading does not repair
+    run_committee_cases(FakeLLM(completion(reply(LANG))), "one-call", CASES, header=HEADER, path=path,
+                        progress=False)
+    assert load_committee_run("one-call", tmp_path).members == {"one": [KIM], "two": [LANG]}
+    with pytest.raises(FileNotFoundError, match="setup/run_committees.py --method by-questions"):
+        load_committee_run("by-questions", tmp_path)

@@ -22,7 +22,13 @@ def test_nb04_ex2():
 
 
 def test_nb04_ex3():
-    assert is_correct("nb04-ex3", 4)[0]
-    assert not is_correct("nb04-ex3", 3)[0]
-    assert not is_correct("nb04-ex3", 5)[0]
-    assert not is_correct("nb04-ex3", "four")[0]
+    # any person from outside both advisors' departments fixes the committee
+    for name in ["Jonas Weber", "kavya iyer", "Professor Liam O'Connell", "Nikolai Sørensen"]:
+        assert is_correct("nb04-ex3", name)[0], name
+    for name in ["Daniel Whitfield",  # Computer Science, an advisor's department (and already a member)
+                 "Grace Lindqvist",  # Mathematics, the other advisor's department
+                 "Marcus Feld",  # no department at the university: never an outside member
+                 "Ada Lovelace",  # not in the pool
+                 "Elena Petrova"]:  # already on the committee
+        assert not is_correct("nb04-ex3", name)[0], name
+    assert not is_correct("nb04-ex3", 4)[0]

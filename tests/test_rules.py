@@ -89,6 +89,15 @@ def test_departments_compare_ignoring_case_and_surrounding_spaces():
     assert check_committee(committee, " computer science").counts["home-department"] == 2
 
 
+@pytest.mark.parametrize("spelling", ["Computer  Science", "Computer\u00a0Science", "Computer\tScience\n"])
+def test_departments_differing_only_in_whitespace_are_one_department(spelling):
+    committee = [VALID[0], member("Benedikt Lang", spelling), *VALID[2:], member("Chiara Russo", spelling)]
+    for checker in (check_committee, z3_check_committee):
+        check = checker(committee, CS)
+        assert check.counts["home-department"] == 3 and check.counts["outside-member"] == 2, checker.__name__
+        assert checker(committee, spelling).counts["home-department"] == 3, checker.__name__
+
+
 def test_member_without_department_is_not_an_outside_member():
     committee = [VALID[0], VALID[1], member("C", None), member("D", "   "), member("E", CS)]
     check = check_committee(committee, CS)
