@@ -17,12 +17,19 @@ A question goes through four steps, cheapest first, and the first one that fails
    "no" are renormalised (`lib.logprobs.renormalize`) into P(yes). P(yes) >= the fitted
    threshold -> ANSWER; below -> HAND_OVER.
 
+Every generated answer also carries its token confidence (`Trace.answer_perplexity`: the
+perplexity of the tokens that wrote the answer field, from the completion the model
+returned; notebook 06 measures that it separates right from wrong short answers). It is a
+signal only unless `perplexity_ceiling` is set (fitted on dev with `fit_perplexity_ceiling`):
+then an answer that would be given but whose perplexity is above the ceiling -> ASK.
+
 So the decision rules are:
 
 - out of scope at the boundary -> OUT_OF_SCOPE;
 - retrieval gate fails -> ASK (offer the top sections' headings) if the top score clears
   the ask threshold, else HAND_OVER (nothing is close);
-- answer with every quote verified and answerability >= threshold -> ANSWER;
+- answer with every quote verified and answerability >= threshold -> ANSWER, unless its
+  perplexity is above `perplexity_ceiling` (infinite unless fitted) -> ASK;
 - otherwise -> HAND_OVER.
 
 Every threshold is fitted on the dev questions, never on test: the two gates with
@@ -40,7 +47,9 @@ answerability probe (a single forward pass, no generation).
 from __future__ import annotations
 
 import html
+import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -51,8 +60,8 @@ import pandas as pd
 
 from lib import retrieval as R
 from lib.grounding import DEFAULT_MAX_TOKENS, GroundingResult, grounded_answer, grounding_messages
-from lib.llm import LLM, Message
-from lib.logprobs import renormalize
+from lib.llm import LLM, Completion, Message
+from lib.logprobs import perplexity, renormalize
 from lib.quotes import render_verdicts
 from lib.semantic_entropy import matches_gold
 
@@ -252,6 +261,57 @@ def fit_answerability_threshold(traces: Sequence["Trace | float"], correct: Sequ
     return R.fit_threshold(np.array(scores), np.array(positive), target_precision)
 
 
+_ANSWER_KEY = re.compile(r'"answer"\s*:\s*"')
+
+
+def answer_field_logprobs(completion: Completion) -> list[float]:
+    """The log-probabilities of the tokens that wrote the value of the "answer" field in a JSON reply.
+
+    A grounded reply is JSON (`{"answer": "...", "quotes": [...]}`); the quotes are copied
+    from the sections and so are nearly certain, and the keys and punctuation are forced by
+    the schema, so only the answer's own tokens say how sure the model was of what it
+    answered. A token counts when it overlaps the answer's characters. Returns [] when
+    the completion carries no tokens (a backend or a saved reply without log-probabilities),
+    when the tokens do not spell the text, or when the reply has no answer string.
+    """
+    if not completion.tokens or "".join(t.token for t in completion.tokens) != completion.text:
+        return []
+    key = _ANSWER_KEY.search(completion.text)
+    if key is None:
+        return []
+    start = key.end()
+    try:
+        _, end = json.decoder.scanstring(completion.text, start)  # end is just past the closing quote
+    except ValueError:
+        return []
+    logprobs, position = [], 0
+    for token in completion.tokens:
+        token_end = position + len(token.token)
+        if position < end - 1 and token_end > start:
+            logprobs.append(token.logprob)
+        position = token_end
+    return logprobs
+
+
+def fit_perplexity_ceiling(perplexities: Sequence[float], correct: Sequence[bool], *,
+                           target_precision: float = 0.9) -> float:
+    """The highest answer perplexity at which the answers kept are right at least `target_precision` of the time.
+
+    perplexities: shape (n,), one per judged dev answer (NaN where an answer has no tokens,
+    which never counts as kept); correct: shape (n,). Fitted as the lowest threshold on the
+    token confidence 1 / perplexity with `lib.retrieval.fit_threshold`, returned as the
+    perplexity ceiling 1 / threshold. If no threshold reaches the target it warns
+    (`UnreachableTargetWarning`) and the ceiling is below every perplexity.
+    """
+    values = np.asarray(perplexities, dtype=float)
+    if values.shape != np.shape(correct) or values.ndim != 1:
+        raise ValueError(f"perplexities {values.shape} and correct {np.shape(correct)} must be 1-D and match")
+    if (values[np.isfinite(values)] < 1.0).any():
+        raise ValueError("a perplexity is at least 1")
+    threshold = R.fit_threshold(1.0 / values, np.asarray(correct, dtype=bool), target_precision)
+    return 1.0 / threshold
+
+
 # --------------------------------------------------------------------------- the trace
 
 
@@ -307,6 +367,18 @@ class Trace:
     def answer(self) -> str | None:
         """The grounded answer's text, if the model produced one."""
         return self.grounding.answer.answer if self.grounding is not None and self.grounding.ok else None
+
+    @property
+    def answer_perplexity(self) -> float | None:
+        """Perplexity of the answer field's tokens (1 = certain); None without an answer or without tokens.
+
+        Its inverse, the geometric mean of the token probabilities, is the token confidence
+        of notebook 06.
+        """
+        if self.grounding is None or not self.grounding.ok:
+            return None
+        logprobs = answer_field_logprobs(self.grounding.completion)
+        return perplexity(logprobs) if logprobs else None
 
     @property
     def decision_name(self) -> str:
@@ -367,6 +439,9 @@ class Assistant:
             until then, and questions that reach the last step get decision None.
         n_sources: sections shown to the model; n_offer: headings offered by ASK;
         max_tokens: budget of the grounded answer (retried once with twice as many if cut off).
+        perplexity_ceiling: fitted on dev (`fit_perplexity_ceiling`): an answer whose perplexity
+            is above it -> ASK instead of ANSWER. Infinite (never used) unless set; an answer
+            without tokens is never turned into ASK.
     """
 
     llm: LLM
@@ -381,6 +456,7 @@ class Assistant:
     n_sources: int = 3
     n_offer: int = 3
     max_tokens: int = DEFAULT_MAX_TOKENS
+    perplexity_ceiling: float = math.inf
 
     def __post_init__(self) -> None:
         if isinstance(self.example_questions, (list, tuple)):
@@ -470,6 +546,11 @@ class Assistant:
             decision, reply, why = AssistantDecision.HAND_OVER, HAND_OVER_REPLY, "quotes missing or not verified"
         elif math.isnan(threshold):
             decision, reply, why = None, "(pending: fit the answerability threshold)", "threshold not fitted"
+        elif (probe.probability >= threshold and trace.answer_perplexity is not None
+              and trace.answer_perplexity > self.perplexity_ceiling):
+            headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
+            decision, why = AssistantDecision.ASK, "answerable, but the answer's perplexity is above the ceiling"
+            reply = f"I'm not sure I have this right. Is your question about: {headings}?"
         elif probe.probability >= threshold:
             g = trace.grounding
             sources = ", ".join(dict.fromkeys(vd.found_in for vd in g.verdicts))

@@ -16,7 +16,8 @@ for the tables.
 - `banking77-letters-vs-names` (06): 20 calibration messages answered by the shortlist as
   a letter and as an intent name.
 - `assistant-dev-fit` and `assistant-test` (13): the assembled assistant on 8 dev questions
-  (to fit the answerability threshold) and on all 128 test questions.
+  (to fit the answerability threshold) and on all 128 test questions: each decision with
+  the numbers behind it, and the perplexity of every generated answer.
 
 Produce them with `python setup/run_question_runs.py` (`make results` runs it too). In
 replay mode the answers come from the notebooks' recordings instead of the model: the same
@@ -284,6 +285,7 @@ def trace_row(trace: Any, question: Any, seconds: float) -> dict[str, Any]:
             "verified": A.quotes_verified(grounding),
             "p_yes": probe.probability if probe is not None else None,
             "off_label_mass": probe.off_label_mass if probe is not None else None,
+            "answer_perplexity": trace.answer_perplexity,
             "right": right, "offered": [sid for sid, _ in trace.offered],
             "gold_offered": bool(gold_sections & {sid for sid, _ in trace.offered}),
             "seconds": seconds, "trace": trace.render()}

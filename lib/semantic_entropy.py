@@ -21,6 +21,8 @@ What is here:
 - `short_answer_messages`, `sample_answers`: the prompt and the sampling of notebooks 06
   and 07 (one greedy answer with token probabilities, then seeded samples).
 - `auroc_difference`: the paired bootstrap of the difference between two signals' AUROC.
+- `cascade_confidence`: cheap calibrated confidence first; only the answers below a
+  threshold pay for semantic entropy, which then joins in their score.
 """
 from __future__ import annotations
 
@@ -296,3 +298,36 @@ def auroc_difference(first: Sequence[float] | np.ndarray, second: Sequence[float
     tail = (1.0 - level) / 2.0 * 100.0
     low, high = np.percentile(differences, [tail, 100.0 - tail])
     return float(auroc(a, y) - auroc(b, y)), float(low), float(high)
+
+
+def cascade_confidence(calibrated: Sequence[float] | np.ndarray, semantic: Sequence[float] | np.ndarray,
+                       threshold: float) -> np.ndarray:
+    """One confidence per answer from a cascade: the cheap signal first, the expensive one only when unsure.
+
+    calibrated: the calibrated token confidence of each answer, P(right) in [0, 1], shape (n,).
+    semantic: the semantic-entropy confidence, 1 - entropy / max entropy, in [0, 1], shape (n,);
+    only the entries where calibrated < threshold are read, so the others may be NaN (never
+    computed: those answers never paid for the samples).
+    threshold: in (0, 1]; an answer with calibrated >= threshold keeps its calibrated value.
+
+    An answer below the threshold gets threshold * (calibrated / threshold + semantic) / 2:
+    the mean of its cheap and its expensive signal, each on [0, 1], scaled into [0, threshold).
+    So every escalated answer still ranks below every answer the cheap signal trusted, and
+    among the escalated ones the samples' agreement counts as much as the tokens'.
+    Returns the combined confidence, shape (n,).
+    """
+    cheap = np.asarray(calibrated, dtype=float)
+    expensive = np.asarray(semantic, dtype=float)
+    if cheap.shape != expensive.shape or cheap.ndim != 1:
+        raise ValueError(f"calibrated and semantic must be 1-D with the same length, got {cheap.shape} and {expensive.shape}")
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    escalated = cheap < threshold
+    if np.isnan(cheap).any() or ((cheap < 0) | (cheap > 1)).any():
+        raise ValueError("calibrated confidences must lie in [0, 1]")
+    needed = expensive[escalated]
+    if np.isnan(needed).any() or ((needed < 0) | (needed > 1)).any():
+        raise ValueError("semantic confidences of the answers below the threshold must lie in [0, 1]")
+    combined = cheap.copy()
+    combined[escalated] = threshold * (cheap[escalated] / threshold + needed) / 2.0
+    return combined

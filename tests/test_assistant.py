@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 
 import numpy as np
@@ -19,6 +20,7 @@ from lib.assistant import (
     ANSWERABILITY_SYSTEM_PROMPT,
     Assistant,
     AssistantDecision,
+    answer_field_logprobs,
     answer_is_right,
     answerability_messages,
     answerability_probability,
@@ -26,11 +28,12 @@ from lib.assistant import (
     fit_answerability_threshold,
     fit_ask_gate,
     fit_gates,
+    fit_perplexity_ceiling,
     quotes_verified,
 )
 from lib.datasets import Section
 from lib.grounding import GROUNDING_SYSTEM_PROMPT
-from lib.llm import Completion, NextTokenLogprobs
+from lib.llm import Completion, NextTokenLogprobs, TokenLogprob
 from test_retrieval import fake_embed
 
 SECTIONS = [
@@ -283,3 +286,61 @@ def test_repr_is_the_readable_trace_not_a_dump(index):
     trace = make_assistant(index, FakeLLM([GOOD])).run(GROUNDED_Q)
     assert repr(trace) == trace.render()
     assert "Completion(" not in repr(trace)
+
+
+def tokenized(text: str, answer_logprob: float) -> Completion:
+    """`text` as a completion of one-word tokens: the answer's words at `answer_logprob`, the rest near-certain."""
+    answer = json.loads(text)["answer"]
+    start = text.index(answer)
+    pieces = re.findall(r"\s*\S+", text)
+    tokens, position = [], 0
+    for piece in pieces:
+        inside = position < start + len(answer) and position + len(piece) > start
+        tokens.append(TokenLogprob(piece, answer_logprob if inside else -0.01, ()))
+        position += len(piece)
+    return Completion(text, "stop", 100, len(tokens), 1.0, tuple(tokens))
+
+
+def test_answer_field_logprobs_reads_only_the_answer_tokens():
+    completion = tokenized(GOOD, math.log(0.5))
+    logprobs = answer_field_logprobs(completion)
+    assert len(logprobs) == len("At least four members".split())
+    assert logprobs == [pytest.approx(math.log(0.5))] * 4
+    assert answer_field_logprobs(Completion(GOOD, "stop", 100, 20, 1.0)) == []  # no tokens kept
+
+
+class TokenLLM(FakeLLM):
+    def chat(self, messages, **kwargs):
+        text = super().chat(messages, **kwargs).text
+        return tokenized(text, self.answer_logprob)
+
+
+def test_a_perplexity_ceiling_turns_an_unsure_answer_into_ask(index):
+    for answer_logprob, ceiling, expected in ((math.log(0.5), math.inf, AssistantDecision.ANSWER),
+                                              (math.log(0.5), 1.5, AssistantDecision.ASK),
+                                              (math.log(0.9), 1.5, AssistantDecision.ANSWER)):
+        llm = TokenLLM([GOOD], p_yes=0.9)
+        llm.answer_logprob = answer_logprob
+        assistant = make_assistant(index, llm)
+        assistant.perplexity_ceiling = ceiling
+        trace = assistant.run(GROUNDED_Q)
+        assert trace.answer_perplexity == pytest.approx(math.exp(-answer_logprob))
+        assert trace.decision is expected
+        if expected is AssistantDecision.ASK:
+            assert "perplexity" in trace.why and "(1) Thesis committee" in trace.reply
+
+
+def test_an_answer_without_tokens_is_never_turned_into_ask(index):
+    assistant = make_assistant(index, FakeLLM([GOOD], p_yes=0.9))
+    assistant.perplexity_ceiling = 1.0
+    trace = assistant.run(GROUNDED_Q)
+    assert trace.answer_perplexity is None and trace.decision is AssistantDecision.ANSWER
+
+
+def test_fit_perplexity_ceiling():
+    perplexities = [1.0, 1.1, 1.3, 1.6, 2.5, math.nan]
+    correct = [True, True, True, False, False, True]
+    assert fit_perplexity_ceiling(perplexities, correct, target_precision=1.0) == pytest.approx(1.3)
+    assert fit_perplexity_ceiling(perplexities, correct, target_precision=0.75) == pytest.approx(1.6)
+    with pytest.raises(ValueError):
+        fit_perplexity_ceiling([0.5], [True])

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from lib.llm import NextTokenLogprobs
-from lib.semantic_entropy import (LLMEntailment, bidirectional, cluster_by_embedding, cluster_by_meaning,
-                                  discrete_semantic_entropy, matches_gold, max_entropy, normalize_answer,
+from lib.semantic_entropy import (LLMEntailment, bidirectional, cascade_confidence, cluster_by_embedding,
+                                  cluster_by_meaning, discrete_semantic_entropy, matches_gold, max_entropy, normalize_answer,
                                   rand_agreement)
 
 
@@ -129,3 +129,23 @@ def test_llm_entailment_compares_yes_and_no_and_counts_cost():
     assert entails.calls == 1 and entails.seconds == pytest.approx(0.25)
     assert "How many credits?" in llm.messages[0][-1]["content"]
     assert not LLMEntailment(_FakeLLM(yes=-3.0, no=-0.1), "q")("a", "b")
+
+
+def test_cascade_confidence_escalates_only_below_the_threshold():
+    calibrated = [0.95, 0.4, 0.8, 0.0]
+    semantic = [float("nan"), 1.0, 0.5, 0.0]  # the first answer never paid for samples
+    combined = cascade_confidence(calibrated, semantic, threshold=0.8)
+    assert combined[0] == pytest.approx(0.95)
+    assert combined[2] == pytest.approx(0.8)  # at the threshold: trusted, the samples are not read
+    assert combined[1] == pytest.approx(0.8 * (0.4 / 0.8 + 1.0) / 2)
+    assert combined[3] == pytest.approx(0.0)
+    assert (combined[[1, 3]] < 0.8).all()
+
+
+def test_cascade_confidence_rejects_bad_input():
+    with pytest.raises(ValueError):
+        cascade_confidence([0.5], [float("nan")], threshold=0.8)  # escalated, but no semantic value
+    with pytest.raises(ValueError):
+        cascade_confidence([0.5, 0.2], [0.5], threshold=0.8)
+    with pytest.raises(ValueError):
+        cascade_confidence([0.5], [0.5], threshold=0.0)
