@@ -17,6 +17,9 @@ for the tables.
   a letter and as an intent name.
 - `banking77-grammar-vs-free` (05): 200 BANKING77 calibration messages answered with the
   full list of 77 intent codes twice, free (up to 24 tokens) and under the codes' grammar.
+- `handbook-silent-corpus`: every unanswerable question of dev and test (the corpus does
+  not answer it) with its best-retrieved section, answered with the grounded-answer prompt
+  whatever the gates would say: how often the prompt's "say so" instruction alone is enough.
 - `assistant-dev-fit` and `assistant-test` (13): the assembled assistant on 8 dev questions
   (to fit the answerability threshold) and on all 128 test questions.
 
@@ -44,6 +47,7 @@ LETTERS_NAMES = "banking77-letters-vs-names"
 ASSISTANT_DEV = "assistant-dev-fit"
 ASSISTANT_TEST = "assistant-test"
 GRAMMAR_VS_FREE = "banking77-grammar-vs-free"
+SILENT_CORPUS = "handbook-silent-corpus"
 
 N_HANDBOOK_QUESTIONS, HANDBOOK_SEED, MAX_GOLD_CHARS = 60, 7, 20
 N_FULL_LIST, FULL_LIST_SEED = 24, 6
@@ -258,6 +262,31 @@ def _grammar_vs_free(llm: Any, results_dir: Path):
     return items, compute, settings
 
 
+def _silent_corpus(llm: Any, results_dir: Path):
+    from lib.datasets import load_corpus, load_questions
+    from lib.grounding import DEFAULT_MAX_TOKENS, GROUNDING_SYSTEM_PROMPT, grounded_answer
+    from lib.retrieval import DenseIndex, chunk_by_heading
+
+    questions = pd.concat([load_questions("dev"), load_questions("test")])
+    questions = questions[questions["type"] == "unanswerable"].sort_values("id").reset_index(drop=True)
+    index = DenseIndex(chunk_by_heading(load_corpus()), llm.embed)
+    hits = [found[0] for found in index.search_many(questions["question"].tolist(), k=1)]
+    items = [{"id": q.id, "split": q.split, "question": q.question, "section": hit.chunk.section_id,
+              "score": float(hit.score), "context": hit.chunk.text} for q, hit in zip(questions.itertuples(), hits)]
+
+    def compute(i: int, item: dict[str, Any]) -> dict[str, Any]:
+        result = grounded_answer(llm, item["question"], {item["section"]: item["context"]})
+        answer = result.answer
+        return {**{k: v for k, v in item.items() if k != "context"}, "valid": result.ok,
+                "answer": answer.answer if answer is not None else None,
+                "quotes": [q.text for q in answer.quotes] if answer is not None else [],
+                "verified": result.n_verified, "seconds": sum(c.seconds for c in result.completions)}
+
+    settings = {"system": GROUNDING_SYSTEM_PROMPT, "max_tokens": DEFAULT_MAX_TOKENS,
+                "questions": [item["id"] for item in items], "contexts": fingerprint([item["context"] for item in items])}
+    return items, compute, settings
+
+
 @dataclass
 class AssistantSetup:
     """Notebook 13's assistant with every gate fitted on dev, and the questions it is measured on."""
@@ -387,6 +416,7 @@ RUNS: dict[str, ItemRun] = {run.name: run for run in (
     ItemRun(FULL_LIST, "06", ("06-token-probabilities",), _full_list),
     ItemRun(LETTERS_NAMES, "06", ("06-token-probabilities",), _letters_names),
     ItemRun(GRAMMAR_VS_FREE, "05", ("05-grammars",), _grammar_vs_free),
+    ItemRun(SILENT_CORPUS, "none yet", ("13-assistant",), _silent_corpus),
     ItemRun(ASSISTANT_DEV, "13", ("13-assistant",), _assistant_dev),
     ItemRun(ASSISTANT_TEST, "13", ("13-assistant",), _assistant_test),
 )}
