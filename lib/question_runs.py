@@ -1,4 +1,4 @@
-"""The saved runs behind notebooks 06, 07 and 13: every question or message they measure, answered once.
+"""The saved runs behind notebooks 05, 06, 07 and 13: every question or message they measure, answered once.
 
 A notebook re-executes in a couple of minutes; measuring 60 handbook questions with samples
 and entailment checks, or 128 test questions through the whole assistant, takes the 1.5B
@@ -15,6 +15,11 @@ for the tables.
   reply with the top 20 candidates at each step, as a server reports them.
 - `banking77-letters-vs-names` (06): 20 calibration messages answered by the shortlist as
   a letter and as an intent name.
+- `banking77-grammar-vs-free` (05): 200 BANKING77 calibration messages answered with the
+  full list of 77 intent codes twice, free (up to 24 tokens) and under the codes' grammar.
+- `handbook-silent-corpus`: every unanswerable question of dev and test (the corpus does
+  not answer it) with its best-retrieved section, answered with the grounded-answer prompt
+  whatever the gates would say: how often the prompt's "say so" instruction alone is enough.
 - `assistant-dev-fit` and `assistant-test` (13): the assembled assistant on 8 dev questions
   (to fit the answerability threshold) and on all 128 test questions: each decision with
   the numbers behind it, and the perplexity of every generated answer.
@@ -26,6 +31,7 @@ model's answers to the same requests, with the mode written in the header.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +47,13 @@ FULL_LIST = "banking77-full-list-replies"
 LETTERS_NAMES = "banking77-letters-vs-names"
 ASSISTANT_DEV = "assistant-dev-fit"
 ASSISTANT_TEST = "assistant-test"
+GRAMMAR_VS_FREE = "banking77-grammar-vs-free"
+SILENT_CORPUS = "handbook-silent-corpus"
 
 N_HANDBOOK_QUESTIONS, HANDBOOK_SEED, MAX_GOLD_CHARS = 60, 7, 20
 N_FULL_LIST, FULL_LIST_SEED = 24, 6
 N_LETTERS_NAMES, LETTERS_NAMES_SEED = 20, 11
+N_GRAMMAR_VS_FREE, GRAMMAR_VS_FREE_SEED, FREE_MAX_TOKENS = 200, 12, 24
 ASSISTANT_SETTINGS = {"n_sources": 2, "n_offer": 3, "max_tokens": 200, "boundary_target": 0.95,
                       "retrieval_target": 0.90, "ask_target": 0.7, "n_dev_fit": 8, "dev_fit_seed": 0,
                       "answerability_targets": [0.95, 0.9, 0.8]}
@@ -211,6 +220,74 @@ def _letters_names(llm: Any, results_dir: Path):
     return items, compute, settings
 
 
+CODE_SHAPE = re.compile(r"[A-Z]-[A-Z]")
+NAME_SHAPE = re.compile(r"[a-z]+(?:_[a-z]+)+")
+
+
+def reply_kind(reply: str, codes: dict[str, str]) -> tuple[str, str | None]:
+    """What a full-list reply is, and the intent it names (None when it names none).
+
+    Kinds: "listed code" (exactly one of `codes`, surrounding whitespace forgiven, as
+    `parse_code`), "listed name" (exactly one of the intent names), "invented code" (shaped
+    like a code, "X-Y", but not in the list), "invented name" (snake_case, like an intent
+    name, but not one), and "not a label" (anything else: a sentence, a code with words
+    around it). An invented label is the dangerous kind: it looks like an answer.
+    """
+    text = reply.strip()
+    if text in codes:
+        return "listed code", codes[text]
+    if text in codes.values():
+        return "listed name", text
+    if CODE_SHAPE.fullmatch(text):
+        return "invented code", None
+    if NAME_SHAPE.fullmatch(text):
+        return "invented name", None
+    return "not a label", None
+
+
+def _grammar_vs_free(llm: Any, results_dir: Path):
+    from lib.decisions import FullListDecider
+    from lib.grammar import load_label_groups
+
+    full = FullListDecider(llm, load_label_groups("banking77"), exact=False)
+    items = _banking_messages(N_GRAMMAR_VS_FREE, GRAMMAR_VS_FREE_SEED)
+
+    def compute(i: int, item: dict[str, str]) -> dict[str, Any]:
+        free = llm.chat(full.messages(item["text"]), max_tokens=FREE_MAX_TOKENS)
+        constrained = llm.chat(full.messages(item["text"]), max_tokens=4, grammar=full.grammar)
+        return {**item, "free": free.text, "free_seconds": free.seconds,
+                "grammar": constrained.text, "grammar_seconds": constrained.seconds}
+
+    settings = {"system": full.system_prompt, "grammar": full.grammar, "free_max_tokens": FREE_MAX_TOKENS,
+                "messages": fingerprint(items)}
+    return items, compute, settings
+
+
+def _silent_corpus(llm: Any, results_dir: Path):
+    from lib.datasets import load_corpus, load_questions
+    from lib.grounding import DEFAULT_MAX_TOKENS, GROUNDING_SYSTEM_PROMPT, grounded_answer
+    from lib.retrieval import DenseIndex, chunk_by_heading
+
+    questions = pd.concat([load_questions("dev"), load_questions("test")])
+    questions = questions[questions["type"] == "unanswerable"].sort_values("id").reset_index(drop=True)
+    index = DenseIndex(chunk_by_heading(load_corpus()), llm.embed)
+    hits = [found[0] for found in index.search_many(questions["question"].tolist(), k=1)]
+    items = [{"id": q.id, "split": q.split, "question": q.question, "section": hit.chunk.section_id,
+              "score": float(hit.score), "context": hit.chunk.text} for q, hit in zip(questions.itertuples(), hits)]
+
+    def compute(i: int, item: dict[str, Any]) -> dict[str, Any]:
+        result = grounded_answer(llm, item["question"], {item["section"]: item["context"]})
+        answer = result.answer
+        return {**{k: v for k, v in item.items() if k != "context"}, "valid": result.ok,
+                "answer": answer.answer if answer is not None else None,
+                "quotes": [q.text for q in answer.quotes] if answer is not None else [],
+                "verified": result.n_verified, "seconds": sum(c.seconds for c in result.completions)}
+
+    settings = {"system": GROUNDING_SYSTEM_PROMPT, "max_tokens": DEFAULT_MAX_TOKENS,
+                "questions": [item["id"] for item in items], "contexts": fingerprint([item["context"] for item in items])}
+    return items, compute, settings
+
+
 @dataclass
 class AssistantSetup:
     """Notebook 13's assistant with every gate fitted on dev, and the questions it is measured on."""
@@ -340,6 +417,8 @@ RUNS: dict[str, ItemRun] = {run.name: run for run in (
     ItemRun(HANDBOOK, "06, 07", ("06-token-probabilities", "07-semantic-entropy"), _handbook),
     ItemRun(FULL_LIST, "06", ("06-token-probabilities",), _full_list),
     ItemRun(LETTERS_NAMES, "06", ("06-token-probabilities",), _letters_names),
+    ItemRun(GRAMMAR_VS_FREE, "05", ("05-grammars",), _grammar_vs_free),
+    ItemRun(SILENT_CORPUS, "none yet", ("13-assistant",), _silent_corpus),
     ItemRun(ASSISTANT_DEV, "13", ("13-assistant",), _assistant_dev),
     ItemRun(ASSISTANT_TEST, "13", ("13-assistant",), _assistant_test),
 )}

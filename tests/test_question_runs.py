@@ -161,3 +161,19 @@ def test_an_item_run_killed_mid_line_is_repaired_by_the_writer_only(tmp_path):
     with pytest.warns(UserWarning, match="unfinished last line"):
         _run(tmp_path, lambda i, item: {"x": i})
     assert [row["x"] for row in load_item_run("demo", tmp_path)[1]] == list(range(6))
+
+
+def test_reply_kind_tells_listed_labels_from_invented_ones():
+    from lib.question_runs import reply_kind
+
+    codes = {"A-A": "card_arrival", "B-C": "top_up_failed"}
+    assert reply_kind(" B-C\n", codes) == ("listed code", "top_up_failed")
+    assert reply_kind("card_arrival", codes) == ("listed name", "card_arrival")
+    assert reply_kind("H-Z", codes) == ("invented code", None)
+    assert reply_kind("card_lost_abroad", codes) == ("invented name", None)
+    for reply in ("B-C.", "The code is B-C", "b-c", "Hello", "", "arrival"):
+        assert reply_kind(reply, codes) == ("not a label", None)
+
+
+def test_every_saved_run_names_the_notebooks_it_serves():
+    assert RUNS["banking77-grammar-vs-free"].recordings == ("05-grammars",)
