@@ -78,8 +78,8 @@ def test_executing_a_notebook_keeps_its_kernelspec(tmp_path: Path):
     installed = fix_kernelspec.installed_kernelspec()
     source, target = tmp_path / "00-toy.ipynb", tmp_path / "out" / "00-toy.ipynb"
     nbformat.write(_notebook(installed), source)
-    ok, _, error = run_notebooks.run_one(source, target, timeout=60)
-    assert ok, error
+    run = run_notebooks.run_one(source, target, timeout=60)
+    assert run.ok, run.error
     executed = nbformat.read(target, as_version=4)
     assert executed.cells[1].outputs[0]["text"] == "42\n"
     assert dict(executed.metadata["kernelspec"]) == installed
