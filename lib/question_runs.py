@@ -17,9 +17,10 @@ for the tables.
   a letter and as an intent name.
 - `banking77-grammar-vs-free` (05): 200 BANKING77 calibration messages answered with the
   full list of 77 intent codes twice, free (up to 24 tokens) and under the codes' grammar.
-- `handbook-silent-corpus`: every unanswerable question of dev and test (the corpus does
-  not answer it) with its best-retrieved section, answered with the grounded-answer prompt
-  whatever the gates would say: how often the prompt's "say so" instruction alone is enough.
+- `handbook-silent-corpus` (13): every unanswerable question of dev and test (the corpus
+  does not answer it) with its best-retrieved section, answered with the grounded-answer
+  prompt whatever the gates would say: how often the prompt's "say so" instruction alone is
+  enough. Its answers are labelled by hand in data/corpus/silent_corpus_labels.jsonl.
 - `assistant-dev-fit` and `assistant-test` (13): the assembled assistant on 8 dev questions
   (to fit the answerability threshold) and on all 128 test questions: each decision with
   the numbers behind it, and the perplexity of every generated answer.
@@ -418,7 +419,7 @@ RUNS: dict[str, ItemRun] = {run.name: run for run in (
     ItemRun(FULL_LIST, "06", ("06-token-probabilities",), _full_list),
     ItemRun(LETTERS_NAMES, "06", ("06-token-probabilities",), _letters_names),
     ItemRun(GRAMMAR_VS_FREE, "05", ("05-grammars",), _grammar_vs_free),
-    ItemRun(SILENT_CORPUS, "none yet", ("13-assistant",), _silent_corpus),
+    ItemRun(SILENT_CORPUS, "13", ("13-assistant",), _silent_corpus),
     ItemRun(ASSISTANT_DEV, "13", ("13-assistant",), _assistant_dev),
     ItemRun(ASSISTANT_TEST, "13", ("13-assistant",), _assistant_test),
 )}
