@@ -114,7 +114,6 @@ class RecordingStore:
         self._calls: dict[str, dict[str, Any]] = {}
         self._texts: dict[str, str] = {}
         self._previous_calls: dict[str, dict[str, Any]] = {}
-        self._previous_texts: dict[str, str] = {}
         self.writing = False
         if self.path.is_dir():
             raise IsADirectoryError(f"{self.path} is a folder, not a recording file: move it away and record again")
@@ -152,17 +151,15 @@ class RecordingStore:
         """Every recorded call with its request's texts restored, in file order."""
         return [{**call, "request": self._restore(call["request"])} for call in self._calls.values()]
 
-    def previous(self, key: str) -> dict[str, Any] | None:
-        """While writing: the call with this key in the recording being replaced, texts restored."""
+    def previous_answer(self, key: str) -> Any | None:
+        """While writing: the stored answer of the call with this key in the recording being replaced."""
         call = self._previous_calls.get(key)
-        if call is None:
-            return None
-        return {**call, "request": self._restore(call["request"], self._previous_texts)}
+        return None if call is None else call["answer"]
 
     def start(self, header: dict[str, Any]) -> None:
         """Begin a new recording in `pending_path`; the existing recording stays until `finish`."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._previous_calls, self._previous_texts = self._calls, self._texts
+        self._previous_calls = self._calls
         self.header = {"kind": "header", "recording": self.name, **header}
         self._calls, self._texts = {}, {}
         with open(self.pending_path, "w", encoding="utf-8") as handle:
@@ -189,7 +186,7 @@ class RecordingStore:
             return
         os.replace(self.pending_path, self.path)
         self.writing = False
-        self._previous_calls, self._previous_texts = {}, {}
+        self._previous_calls = {}
 
     def _compact(self, request: dict[str, Any], new_lines: list[dict]) -> dict[str, Any]:
         """Replace long message texts by {"sha": ...}, queueing each new text once."""
@@ -207,12 +204,11 @@ class RecordingStore:
             messages.append({"role": message["role"], "content": content})
         return {**request, "messages": messages}
 
-    def _restore(self, request: dict[str, Any], texts: dict[str, str] | None = None) -> dict[str, Any]:
+    def _restore(self, request: dict[str, Any]) -> dict[str, Any]:
         if "messages" not in request:
             return request
-        texts = self._texts if texts is None else texts
         messages = [{"role": m["role"],
-                     "content": texts[m["content"]["sha"]] if isinstance(m["content"], dict) else m["content"]}
+                     "content": self._texts[m["content"]["sha"]] if isinstance(m["content"], dict) else m["content"]}
                     for m in request["messages"]]
         return {**request, "messages": messages}
 
@@ -284,9 +280,9 @@ class RecordedLLM(LocalMethods):
             return _DECODERS[method](recorded["answer"])
         if self.mode == "replay":
             raise RecordingMissingError(self._missing_message(method))
-        earlier = self._store.previous(key) if self.mode == "update" else None
+        earlier = self._store.previous_answer(key) if self.mode == "update" else None
         if earlier is not None:
-            answer = _DECODERS[method](earlier["answer"])
+            answer = _DECODERS[method](earlier)
         else:
             answer = getattr(self.backend, method)(**request)
         self._store.put(key, method, request, answer)
