@@ -15,7 +15,7 @@ A question goes through four steps, cheapest first, and the first one that fails
 4. **answerability** (`answerability_probability`): the model is asked "Does the context
    contain the answer to the question?" and its next-token probabilities of "yes" and
    "no" are renormalised (`lib.logprobs.renormalize`) into P(yes). P(yes) >= the fitted
-   threshold -> ANSWER; below -> HAND_OVER.
+   threshold -> ACT; below -> HAND_OVER.
 
 Every generated answer also carries its token confidence (`Trace.answer_perplexity`: the
 perplexity of the tokens that wrote the answer field, from the completion the model
@@ -28,7 +28,7 @@ So the decision rules are:
 - out of scope at the boundary -> OUT_OF_SCOPE;
 - retrieval gate fails -> ASK (offer the top sections' headings) if the top score clears
   the ask threshold, else HAND_OVER (nothing is close);
-- answer with every quote verified and answerability >= threshold -> ANSWER, unless its
+- answer with every quote verified and answerability >= threshold -> ACT (answer), unless its
   perplexity is above `perplexity_ceiling` (infinite unless fitted) -> ASK;
 - otherwise -> HAND_OVER.
 
@@ -52,7 +52,6 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -63,10 +62,10 @@ from lib.grounding import DEFAULT_MAX_TOKENS, GroundingResult, grounded_answer, 
 from lib.llm import LLM, Completion, Message
 from lib.logprobs import perplexity, renormalize
 from lib.quotes import render_verdicts
+from lib.routing import Action
 from lib.semantic_entropy import matches_gold
 
 __all__ = [
-    "AssistantDecision",
     "DECISIONS",
     "Step",
     "Trace",
@@ -85,19 +84,10 @@ __all__ = [
 ]
 
 
-class AssistantDecision(str, Enum):
-    """What the assistant does with one question. Compares equal to its string value."""
-
-    ANSWER = "ANSWER"              # a grounded answer with verified quotes
-    ASK = "ASK"                    # a clarifying question offering the best sections
-    OUT_OF_SCOPE = "OUT_OF_SCOPE"  # not about what the corpus covers
-    HAND_OVER = "HAND_OVER"        # pass the question to a person
-
-    def __str__(self) -> str:
-        return self.value
-
-
-DECISIONS: tuple[str, ...] = tuple(d.value for d in AssistantDecision)
+DECISIONS: tuple[str, ...] = tuple(a.value for a in Action)
+"""The assistant's decisions, in table order: `lib.routing.Action`'s values. ACT is a grounded
+answer with verified quotes, ASK a clarifying question offering the best sections, OUT_OF_SCOPE
+a question not about what the corpus covers, HAND_OVER a question passed to a person."""
 PENDING = "PENDING"
 """The decision name a trace shows before the answerability threshold is fitted."""
 
@@ -239,7 +229,7 @@ def fit_ask_gate(
 
 def fit_answerability_threshold(traces: Sequence["Trace | float"], correct: Sequence[bool], *,
                                 target_precision: float = 0.9) -> float:
-    """The lowest P(yes) threshold at which ANSWER is right at least `target_precision` of the time on dev.
+    """The lowest P(yes) threshold at which ACT is right at least `target_precision` of the time on dev.
 
     Uses only the traces the threshold decides: those whose grounded answer had every
     quote verified (and so got an answerability probability). `traces` may also hold the
@@ -354,7 +344,7 @@ class Trace:
     """
 
     question: str
-    decision: AssistantDecision | None
+    decision: Action | None
     reply: str
     steps: tuple[Step, ...]
     routing: R.RoutingVerdict
@@ -440,7 +430,7 @@ class Assistant:
         n_sources: sections shown to the model; n_offer: headings offered by ASK;
         max_tokens: budget of the grounded answer (retried once with twice as many if cut off).
         perplexity_ceiling: fitted on dev (`fit_perplexity_ceiling`): an answer whose perplexity
-            is above it -> ASK instead of ANSWER. Infinite (never used) unless set; an answer
+            is above it -> ASK instead of ACT. Infinite (never used) unless set; an answer
             without tokens is never turned into ASK.
     """
 
@@ -534,30 +524,30 @@ class Assistant:
                               {"P(yes)": probe.probability, "threshold": threshold, "off-label mass": probe.off_label_mass},
                               f'"{ANSWERABILITY_QUESTION}"' + (" (threshold not fitted yet)" if passed is None else "")))
         if v.failed_gate == "boundary":
-            decision, reply, why = AssistantDecision.OUT_OF_SCOPE, OUT_OF_SCOPE_REPLY, "boundary failed"
+            decision, reply, why = Action.OUT_OF_SCOPE, OUT_OF_SCOPE_REPLY, "boundary failed"
         elif v.failed_gate is not None:
             if v.top_score >= self.ask_gate.threshold:
                 headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
-                decision, why = AssistantDecision.ASK, "retrieval unsure, but sections are close"
+                decision, why = Action.ASK, "retrieval unsure, but sections are close"
                 reply = f"I'm not sure which part of the documents you mean. Is your question about: {headings}?"
             else:
-                decision, reply, why = AssistantDecision.HAND_OVER, HAND_OVER_REPLY, "retrieval failed and nothing is close"
+                decision, reply, why = Action.HAND_OVER, HAND_OVER_REPLY, "retrieval failed and nothing is close"
         elif not quotes_verified(trace.grounding):
-            decision, reply, why = AssistantDecision.HAND_OVER, HAND_OVER_REPLY, "quotes missing or not verified"
+            decision, reply, why = Action.HAND_OVER, HAND_OVER_REPLY, "quotes missing or not verified"
         elif math.isnan(threshold):
             decision, reply, why = None, "(pending: fit the answerability threshold)", "threshold not fitted"
         elif (probe.probability >= threshold and trace.answer_perplexity is not None
               and trace.answer_perplexity > self.perplexity_ceiling):
             headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
-            decision, why = AssistantDecision.ASK, "answerable, but the answer's perplexity is above the ceiling"
+            decision, why = Action.ASK, "answerable, but the answer's perplexity is above the ceiling"
             reply = f"I'm not sure I have this right. Is your question about: {headings}?"
         elif probe.probability >= threshold:
             g = trace.grounding
             sources = ", ".join(dict.fromkeys(vd.found_in for vd in g.verdicts))
-            decision, why = AssistantDecision.ANSWER, "verified quotes and answerable"
+            decision, why = Action.ACT, "verified quotes and answerable"
             reply = f"{g.answer.answer} (sources: {sources})"
         else:
-            decision, reply, why = AssistantDecision.HAND_OVER, HAND_OVER_REPLY, "answerability below threshold"
+            decision, reply, why = Action.HAND_OVER, HAND_OVER_REPLY, "answerability below threshold"
         return replace(trace, decision=decision, reply=reply, steps=tuple(steps), why=why)
 
 

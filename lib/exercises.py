@@ -129,9 +129,9 @@ def _mrr_by_hand(answer: Any) -> bool:
 
 
 @exercise("nb02-ex3", hint="Compute the margin (best minus runner-up) and compare both numbers with "
-          "the gate's two thresholds printed above.", expects="a route name, as a string")
+          "the gate's two thresholds printed above.", expects='"act", "ask" or "out_of_scope"')
 def _route_for_tiny_margin(answer: Any) -> bool:
-    return _normalized(answer).replace(" ", "_") == "low_confidence"
+    return _normalized(answer).replace(" ", "_") == "ask"
 
 
 # ---- notebook 03
@@ -419,7 +419,7 @@ def _empty_set_decision(answer: Any) -> bool:
 
 @exercise("nb13-ex1", hint="The boundary passed; compare the top score and the margin with their thresholds, "
           "then, if the retrieval gate fails, the top score with the ask threshold.",
-          expects='"ANSWER", "ASK", "OUT_OF_SCOPE" or "HAND_OVER"')
+          expects='"act", "ask", "out_of_scope" or "hand_over"')
 def _assistant_decision(answer: Any) -> bool:
     return _normalized(answer).replace(" ", "_").replace("-", "_") == "ask"
 

@@ -22,13 +22,13 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from lib.calibration import _check_confidence_correct, _check_positive_int, ece, reliability_bins
-from lib.routing import Decision
+from lib.routing import Action
 from lib.selective import accuracy_coverage
 
 __all__ = [
     "METHOD_COLORS",
     "FALLBACK_COLORS",
-    "DECISION_COLORS",
+    "ACTION_COLORS",
     "method_color",
     "reliability_diagram",
     "reliability_grid",
@@ -45,10 +45,11 @@ METHOD_COLORS: dict[str, str] = {
     "embed-logreg": "#9467bd",  # purple
 }
 FALLBACK_COLORS: tuple[str, ...] = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#d62728")
-DECISION_COLORS: dict[Decision, str] = {
-    Decision.ACT: "#2ca02c",
-    Decision.ASK: "#ffbf00",
-    Decision.HAND_OVER: "#d62728",
+ACTION_COLORS: dict[Action, str] = {
+    Action.ACT: "#2ca02c",
+    Action.ASK: "#ffbf00",
+    Action.OUT_OF_SCOPE: "#9467bd",
+    Action.HAND_OVER: "#d62728",
 }
 _RIGHT_COLOR = "#1f77b4"
 _WRONG_COLOR = "#d62728"
@@ -206,13 +207,13 @@ def threshold_regions(
     figure, axes = _new_axes(ax)
     act_from, ask_from = min(act_threshold, 1.0), min(hand_over_threshold, 1.0)
     regions = {
-        Decision.HAND_OVER: (0.0, ask_from),
-        Decision.ASK: (ask_from, act_from),
-        Decision.ACT: (act_from, 1.0),
+        Action.HAND_OVER: (0.0, ask_from),
+        Action.ASK: (ask_from, act_from),
+        Action.ACT: (act_from, 1.0),
     }
     for decision, (start, end) in regions.items():
         if end > start:
-            axes.axvspan(start, end, color=DECISION_COLORS[decision], alpha=0.15, label=decision.name)
+            axes.axvspan(start, end, color=ACTION_COLORS[decision], alpha=0.15, label=decision.name)
     edges = np.linspace(0.0, 1.0, n_bins + 1)
     axes.hist([conf[corr], conf[~corr]], bins=edges, color=[_RIGHT_COLOR, _WRONG_COLOR],
               label=["right", "wrong"], histtype="step", linewidth=1.8)
@@ -244,7 +245,7 @@ def routing_shares_plot(
     figure, axes = _new_axes(ax)
     x = sweep["act_threshold"].to_numpy(float)
     shares = [100 * sweep[f"share_{key}"].to_numpy(float) for key in ("act", "ask", "hand_over")]
-    axes.stackplot(x, *shares, colors=[DECISION_COLORS[d] for d in (Decision.ACT, Decision.ASK, Decision.HAND_OVER)],
+    axes.stackplot(x, *shares, colors=[ACTION_COLORS[d] for d in (Action.ACT, Action.ASK, Action.HAND_OVER)],
                    alpha=0.45, labels=["ACT share", "ASK share", "HAND_OVER share"])
     axes.plot(x, 100 * sweep["act_accuracy"].to_numpy(float), color="black", linewidth=2, label="accuracy of acted messages")
     if marked_threshold is not None and math.isfinite(marked_threshold):

@@ -14,8 +14,11 @@ The pieces, in the order notebook 02 introduces them:
    `boundary_scores`) and *retrieval confidence* (top score and its margin to the
    runner-up, `retrieval_features`). Thresholds are fitted on dev data
    (`fit_threshold`, `Gate`, `RetrievalGate`), never chosen by eye.
-5. **Routing**: `route_question` sends a question down one of three paths (`Route`):
-   GROUNDED, LOW_CONFIDENCE or FALLBACK, with the numbers that decided it.
+5. **Routing**: `route_question` sends a question down one of three paths, named with the
+   course's one action vocabulary `lib.routing.Action`: ACT (answer from the retrieved
+   sections, citing them; the original design's GROUNDED), ASK (in scope, but retrieval is
+   not convincing; LOW_CONFIDENCE) or OUT_OF_SCOPE (the boundary fails; FALLBACK), with the
+   numbers that decided it.
 
 Embeddings are not computed here: every function that needs them takes an `embed`
 callable, `embed(texts) -> np.ndarray` of shape [len(texts), dim], so any embedder works
@@ -28,7 +31,6 @@ import math
 import re
 import warnings
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -36,6 +38,7 @@ import pandas as pd
 
 from lib.calibration import bootstrap_interval
 from lib.datasets import Section
+from lib.routing import Action
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 """An embedder: a list of n texts in, an array of shape [n, dim] out."""
@@ -62,7 +65,8 @@ __all__ = [
     "RetrievalGate",
     "roc_points",
     "bootstrap_precision_recall",
-    "Route",
+    "GATE_ROUTES",
+    "ROUTE_MESSAGES",
     "RoutingVerdict",
     "route_question",
     "route_many",
@@ -855,19 +859,15 @@ def bootstrap_precision_recall(pred, positive, n: int = 2000, seed: int = 0) -> 
 # --------------------------------------------------------------------------- routing
 
 
-class Route(str, Enum):
-    """The three paths a question can take before any generation."""
-
-    GROUNDED = "GROUNDED"              # answer from the retrieved sections, citing them
-    LOW_CONFIDENCE = "LOW_CONFIDENCE"  # in scope, but the corpus does not clearly support an answer
-    FALLBACK = "FALLBACK"              # out of scope: answer, if at all, labelled "not from the corpus"
-
+GATE_ROUTES: tuple[Action, ...] = (Action.ACT, Action.ASK, Action.OUT_OF_SCOPE)
+"""The three paths the gates can send a question down, in table order."""
 
 ROUTE_MESSAGES = {
-    Route.GROUNDED: "Answer from the corpus, citing the sources listed.",
-    Route.LOW_CONFIDENCE: "The corpus does not clearly support an answer to this question.",
-    Route.FALLBACK: "Outside what the corpus covers: any answer is NOT from the corpus and has no citations.",
+    Action.ACT: "Answer from the corpus, citing the sources listed.",
+    Action.ASK: "The corpus does not clearly support an answer to this question.",
+    Action.OUT_OF_SCOPE: "Outside what the corpus covers: any answer is NOT from the corpus and has no citations.",
 }
+"""What the user is told on each of the three paths a question can take before any generation."""
 
 
 @dataclass(frozen=True)
@@ -875,15 +875,15 @@ class RoutingVerdict:
     """The route for one question and every number that decided it.
 
     failed_gate is the first check that failed, in pipeline order: "boundary",
-    "retrieval_score", "retrieval_margin", or None (GROUNDED). `sources` are section ids,
-    non-empty only for GROUNDED. Retrieval numbers are computed even when the boundary
+    "retrieval_score", "retrieval_margin", or None (ACT). `sources` are section ids,
+    non-empty only for ACT. Retrieval numbers are computed even when the boundary
     fails, so a trace always shows all of them. `ranked_sections` holds (section id,
     heading) of every section in retrieval order, best first, each once: what a
     clarifying question can offer, without searching again.
     """
 
     question: str
-    route: Route
+    route: Action
     boundary_score: float
     boundary_threshold: float
     top_score: float
@@ -935,10 +935,10 @@ def route_many(
             failed = "boundary"
         else:
             failed = retrieval_gate.failed_check(f["top_score"], f["margin"])
-        route = (Route.FALLBACK if failed == "boundary" else
-                 Route.LOW_CONFIDENCE if failed else Route.GROUNDED)
+        route = (Action.OUT_OF_SCOPE if failed == "boundary" else
+                 Action.ASK if failed else Action.ACT)
         sources: tuple[str, ...] = ()
-        if route is Route.GROUNDED:
+        if route is Action.ACT:
             sources = tuple(dict.fromkeys(h.chunk.section_id for h in _distinct_units(hits)))[:n_sources]
         verdicts.append(RoutingVerdict(
             question=q, route=route,
@@ -971,9 +971,9 @@ def gate_tradeoff(question_types: Sequence[str], boundary_passed, features: pd.D
 
     Returns:
         (summary, routes). summary: grounded (count), precision (the answerable share of
-        GROUNDED, NaN when nothing is grounded) and recall (the GROUNDED share of the
+        ACT, NaN when nothing is grounded) and recall (the ACT share of the
         answerable questions past the boundary), as for the fitted gates. routes: counts
-        of question type (rows, QUESTION_TYPES order) by route (columns, `Route` order).
+        of question type (rows, QUESTION_TYPES order) by route (columns act, ask, out_of_scope).
     """
     types = np.asarray(list(question_types), dtype=object)
     passed = _as_bool(boundary_passed, len(types), "gate_tradeoff")
@@ -986,15 +986,15 @@ def gate_tradeoff(question_types: Sequence[str], boundary_passed, features: pd.D
     grounded = RetrievalGate(score_threshold=float(score_threshold),
                              margin_threshold=float(margin_threshold)).predict(features)
     answerable = types[passed] == "answerable"
-    routes = np.full(len(types), Route.FALLBACK.value, dtype=object)
-    routes[passed] = np.where(grounded, Route.GROUNDED.value, Route.LOW_CONFIDENCE.value)
+    routes = np.full(len(types), Action.OUT_OF_SCOPE.value, dtype=object)
+    routes[passed] = np.where(grounded, Action.ACT.value, Action.ASK.value)
     summary = pd.Series({
         "grounded": int(grounded.sum()),
         "precision": float(answerable[grounded].mean()) if grounded.any() else math.nan,
         "recall": float(grounded[answerable].mean()) if answerable.any() else math.nan,
     })
     table = pd.crosstab(pd.Series(types, name="type"), pd.Series(routes, name="route")).reindex(
-        index=list(QUESTION_TYPES), columns=[r.value for r in Route], fill_value=0)
+        index=list(QUESTION_TYPES), columns=[a.value for a in GATE_ROUTES], fill_value=0)
     return summary, table
 
 
@@ -1019,11 +1019,11 @@ def route_question(
     """Decide the path for one question, before any generation.
 
     1. Boundary: best cosine to the in-scope examples below `boundary_gate.threshold`
-       -> FALLBACK (answer, if at all, clearly labelled as not from the corpus).
+       -> OUT_OF_SCOPE (answer, if at all, clearly labelled as not from the corpus).
     2. Retrieval confidence: top score below `retrieval_gate.score_threshold`, or margin
        to the runner-up (best chunk of another section) below its threshold
-       -> LOW_CONFIDENCE (say the corpus does not support an answer).
-    3. Otherwise GROUNDED, with the first `n_sources` distinct sections as sources.
+       -> ASK (say the corpus does not support an answer).
+    3. Otherwise ACT, with the first `n_sources` distinct sections as sources.
 
     `index` should be a `DenseIndex` (its scores are the cosines the gate was fitted
     on). `example_questions` may be texts or their precomputed embeddings.

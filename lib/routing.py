@@ -33,7 +33,7 @@ from lib.calibration import (
 from lib.selective import accuracy_coverage
 
 __all__ = [
-    "Decision",
+    "Action",
     "route_by_thresholds",
     "ThresholdRouter",
     "outcomes",
@@ -50,11 +50,19 @@ __all__ = [
 ]
 
 
-class Decision(str, Enum):
-    """What the system does with one request. Compares equal to its string value ("act", ...)."""
+class Action(str, Enum):
+    """What the system does with one request: the one vocabulary of every decision in the course.
+
+    Compares equal to its string value ("act", ...). ACT carries out the request (an intent's
+    action, or an answer from the corpus); ASK puts a clarifying question to the user;
+    OUT_OF_SCOPE says the request is outside what the system covers; HAND_OVER passes it to a
+    person. The routers here use ACT, ASK and HAND_OVER; the retrieval gates of Part I and the
+    assistant also use OUT_OF_SCOPE.
+    """
 
     ACT = "act"
     ASK = "ask"
+    OUT_OF_SCOPE = "out_of_scope"
     HAND_OVER = "hand_over"
 
     def __str__(self) -> str:
@@ -63,18 +71,18 @@ class Decision(str, Enum):
 
 
 def _decision_array(levels: np.ndarray) -> np.ndarray:
-    """Map 0/1/2 to HAND_OVER/ASK/ACT as an object array of Decision members.
+    """Map 0/1/2 to HAND_OVER/ASK/ACT as an object array of Action members.
 
-    (``np.full(n, Decision.ASK, dtype=object)`` would not do: numpy turns the str-based
+    (``np.full(n, Action.ASK, dtype=object)`` would not do: numpy turns the str-based
     enum member into a truncated plain string.)
     """
-    return np.array([Decision.HAND_OVER, Decision.ASK, Decision.ACT], dtype=object)[levels]
+    return np.array([Action.HAND_OVER, Action.ASK, Action.ACT], dtype=object)[levels]
 
 
 def route_by_thresholds(
     confidence: Sequence[float] | np.ndarray, act_threshold: float, hand_over_threshold: float
 ) -> np.ndarray:
-    """Route each item by two thresholds; returns an object array of :class:`Decision`, shape (n,).
+    """Route each item by two thresholds; returns an object array of :class:`Action`, shape (n,).
 
     ``confidence >= act_threshold`` -> ACT; ``hand_over_threshold <= confidence <
     act_threshold`` -> ASK; ``confidence < hand_over_threshold`` -> HAND_OVER. A threshold
@@ -158,31 +166,39 @@ class ThresholdRouter:
         return self
 
     def predict(self, confidence: Sequence[float] | np.ndarray) -> np.ndarray:
-        """Decision per item, object array of :class:`Decision`, shape (n,)."""
+        """Action per item, object array of :class:`Action`, shape (n,)."""
         _require_fitted(self, "fitted_on_", "predict")
         return route_by_thresholds(confidence, self.act_threshold_, self.hand_over_threshold_)
 
 
-def _check_decisions(decisions: Sequence[Decision | str] | np.ndarray) -> np.ndarray:
-    """Return decisions as an object array of Decision; accepts Decision members or their values."""
+def _check_decisions(decisions: Sequence[Action | str] | np.ndarray) -> np.ndarray:
+    """Return a router's decisions as an object array of Action (members or their values).
+
+    Only ACT, ASK and HAND_OVER: the summaries here split every item among those three, so an
+    OUT_OF_SCOPE item would silently fall out of the shares.
+    """
     values = list(decisions)
     if not values:
         raise ValueError("decisions is empty: need at least one item")
     try:
-        return np.array([Decision(d) for d in values], dtype=object)
+        checked = np.array([Action(d) for d in values], dtype=object)
     except ValueError as error:
-        raise ValueError(f"decisions must hold Decision members or 'act'/'ask'/'hand_over': {error}") from None
+        raise ValueError(f"decisions must hold Action members or 'act'/'ask'/'hand_over': {error}") from None
+    if np.any(checked == Action.OUT_OF_SCOPE):
+        raise ValueError("decisions: a router decides act, ask or hand_over; count out_of_scope items "
+                         "separately before summarising")
+    return checked
 
 
 def outcomes(
-    decisions: Sequence[Decision | str] | np.ndarray,
+    decisions: Sequence[Action | str] | np.ndarray,
     correct: Sequence[bool] | np.ndarray,
     in_options: Sequence[bool] | np.ndarray | None = None,
 ) -> dict[str, float]:
     """Summarise what a routing did on labelled (test) data.
 
     Args:
-        decisions: shape (n,), :class:`Decision` per item.
+        decisions: shape (n,), :class:`Action` per item.
         correct: shape (n,), whether the system's top answer was right.
         in_options: optional shape (n,), whether the right label was among the options
             that an ASK would offer the user.
@@ -198,7 +214,7 @@ def outcomes(
 
 
 def _checked_outcome_inputs(
-    decisions: Sequence[Decision | str] | np.ndarray,
+    decisions: Sequence[Action | str] | np.ndarray,
     correct: Sequence[bool] | np.ndarray,
     in_options: Sequence[bool] | np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -222,7 +238,7 @@ _OUTCOME_KEYS = ("share_act", "act_accuracy", "share_ask", "ask_in_options", "sh
 
 def _route_masks(routed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Boolean masks of the ACT, ASK and HAND_OVER items of a checked decision array."""
-    return routed == Decision.ACT, routed == Decision.ASK, routed == Decision.HAND_OVER
+    return routed == Action.ACT, routed == Action.ASK, routed == Action.HAND_OVER
 
 
 def _rates(acted: np.ndarray, asked: np.ndarray, handed: np.ndarray, corr: np.ndarray,
@@ -238,7 +254,7 @@ def _rates(acted: np.ndarray, asked: np.ndarray, handed: np.ndarray, corr: np.nd
 
 
 def bootstrap_outcomes(
-    decisions: Sequence[Decision | str] | np.ndarray,
+    decisions: Sequence[Action | str] | np.ndarray,
     correct: Sequence[bool] | np.ndarray,
     in_options: Sequence[bool] | np.ndarray | None = None,
     n: int = 2000,
@@ -376,14 +392,14 @@ def cost_thresholds(
 
 
 def mean_cost(
-    decisions: Sequence[Decision | str] | np.ndarray,
+    decisions: Sequence[Action | str] | np.ndarray,
     correct: Sequence[bool] | np.ndarray,
     cost_table: dict[str, float],
 ) -> float:
     """Mean cost per item of a routing under the cost model of :func:`cost_thresholds`.
 
     Args:
-        decisions: shape (n,), :class:`Decision` per item.
+        decisions: shape (n,), :class:`Action` per item.
         correct: shape (n,), whether the top answer was right.
         cost_table: keys ``act_wrong``, ``ask``, ``hand_over`` (optional ``act_right``,
             default 0, and ``ask_wrong``, default ``ask + hand_over``).
@@ -586,7 +602,7 @@ def mean_set_size(sets: Sequence[np.ndarray]) -> float:
 def set_router(sets: Sequence[np.ndarray], max_ask: int = 3) -> np.ndarray:
     """Route by set size: 1 label -> ACT, 2..max_ask -> ASK, empty or larger -> HAND_OVER.
 
-    Returns an object array of :class:`Decision`, shape (n,). An empty set means no label
+    Returns an object array of :class:`Action`, shape (n,). An empty set means no label
     is plausible enough (e.g. an out-of-scope request), hence HAND_OVER.
     """
     _check_positive_int(max_ask, "max_ask")

@@ -19,7 +19,6 @@ from lib.assistant import (
     ANSWERABILITY_QUESTION,
     ANSWERABILITY_SYSTEM_PROMPT,
     Assistant,
-    AssistantDecision,
     answer_field_logprobs,
     answer_is_right,
     answerability_messages,
@@ -34,6 +33,7 @@ from lib.assistant import (
 from lib.datasets import Section
 from lib.grounding import GROUNDING_SYSTEM_PROMPT
 from lib.llm import Completion, NextTokenLogprobs, TokenLogprob
+from lib.routing import Action
 from test_retrieval import fake_embed
 
 SECTIONS = [
@@ -102,7 +102,7 @@ def make_assistant(index, llm, threshold=0.5):
 def test_out_of_scope_stops_at_the_boundary_without_model_calls(index):
     llm = FakeLLM()
     trace = make_assistant(index, llm).run(OUT_Q)
-    assert trace.decision is AssistantDecision.OUT_OF_SCOPE
+    assert trace.decision is Action.OUT_OF_SCOPE
     assert [s.verdict for s in trace.steps] == ["fail", "skipped", "skipped", "skipped"]
     assert trace.step("boundary").numbers["threshold"] == 0.2
     assert not llm.chats and not llm.probes
@@ -111,7 +111,7 @@ def test_out_of_scope_stops_at_the_boundary_without_model_calls(index):
 def test_unsure_retrieval_with_close_sections_asks_offering_their_headings(index):
     llm = FakeLLM()
     trace = make_assistant(index, llm).run(ASK_Q)
-    assert trace.decision is AssistantDecision.ASK
+    assert trace.decision is Action.ASK
     assert trace.step("retrieval").verdict == "fail"
     assert [sid for sid, _ in trace.offered] == ["handbook/qualifying-exam", "handbook/thesis-committee"]
     assert "(1) Qualifying exam" in trace.reply and "(2) Thesis committee" in trace.reply
@@ -121,7 +121,7 @@ def test_unsure_retrieval_with_close_sections_asks_offering_their_headings(index
 def test_unsure_retrieval_with_nothing_close_hands_over(index):
     llm = FakeLLM()
     trace = make_assistant(index, llm).run(NOTHING_Q)
-    assert trace.decision is AssistantDecision.HAND_OVER
+    assert trace.decision is Action.HAND_OVER
     assert "nothing is close" in trace.why
     assert not llm.chats
 
@@ -129,7 +129,7 @@ def test_unsure_retrieval_with_nothing_close_hands_over(index):
 def test_verified_quotes_and_high_answerability_answer(index):
     llm = FakeLLM([GOOD], p_yes=0.9)
     trace = make_assistant(index, llm).run(GROUNDED_Q)
-    assert trace.decision is AssistantDecision.ANSWER
+    assert trace.decision is Action.ACT
     assert trace.answer == "At least four members"
     assert "handbook/thesis-committee" in trace.reply
     assert trace.answerability.probability == pytest.approx(0.9)
@@ -144,7 +144,7 @@ def test_verified_quotes_and_high_answerability_answer(index):
 def test_failed_quote_hands_over_without_asking_answerability(index):
     llm = FakeLLM([BAD_QUOTE])
     trace = make_assistant(index, llm).run(GROUNDED_Q)
-    assert trace.decision is AssistantDecision.HAND_OVER
+    assert trace.decision is Action.HAND_OVER
     assert trace.step("grounded answer").verdict == "fail"
     assert trace.step("answerability").verdict == "skipped"
     assert not llm.probes
@@ -152,13 +152,13 @@ def test_failed_quote_hands_over_without_asking_answerability(index):
 
 def test_answer_without_quotes_hands_over(index):
     trace = make_assistant(index, FakeLLM([NO_QUOTES])).run(GROUNDED_Q)
-    assert trace.decision is AssistantDecision.HAND_OVER
+    assert trace.decision is Action.HAND_OVER
     assert trace.step("grounded answer").note == "no quotes"
 
 
 def test_low_answerability_hands_over(index):
     trace = make_assistant(index, FakeLLM([GOOD], p_yes=0.3)).run(GROUNDED_Q)
-    assert trace.decision is AssistantDecision.HAND_OVER
+    assert trace.decision is Action.HAND_OVER
     assert trace.step("answerability").verdict == "fail"
 
 
@@ -168,10 +168,10 @@ def test_unfitted_threshold_leaves_the_decision_pending_and_decide_needs_no_mode
     trace = assistant.run(GROUNDED_Q)
     assert trace.decision is None and "PENDING" in trace.render()
     assistant.answerability_threshold = 0.95
-    assert assistant.decide(trace).decision is AssistantDecision.HAND_OVER
+    assert assistant.decide(trace).decision is Action.HAND_OVER
     assistant.answerability_threshold = 0.85
     decided = assistant.decide(trace)
-    assert decided.decision is AssistantDecision.ANSWER
+    assert decided.decision is Action.ACT
     assert [s.name for s in decided.steps] == ["boundary", "retrieval", "grounded answer", "answerability"]
     assert len(llm.chats) == 1 and len(llm.probes) == 1
 
@@ -181,10 +181,10 @@ def test_trace_renders_every_step_with_its_numbers(index):
     text = str(trace)
     assert text == trace.render()
     for piece in ("Q: " + GROUNDED_Q, "boundary", "retrieval", "grounded answer", "answerability",
-                  "P(yes) 0.900", "threshold 0.500", "=> ANSWER (verified quotes and answerable)", "\u2713"):
+                  "P(yes) 0.900", "threshold 0.500", "=> act (verified quotes and answerable)", "\u2713"):
         assert piece in text
     page = trace._repr_html_()
-    assert page.startswith("<p><b>Q:</b>") and "ANSWER" in page and "<table>" in page
+    assert page.startswith("<p><b>Q:</b>") and "<b>act</b>" in page and "<table>" in page
 
 
 def test_answerability_sums_both_spellings_and_reports_off_label_mass():
@@ -262,9 +262,9 @@ def test_decision_table_has_fixed_rows_and_columns(index):
     traces = assistant.run_many([GROUNDED_Q, OUT_Q, ASK_Q, NOTHING_Q])
     table = decision_table(traces, ["answerable", "out_of_scope", "answerable", "unanswerable"])
     assert list(table.index) == ["answerable", "unanswerable", "out_of_scope"]
-    assert list(table.columns) == ["ANSWER", "ASK", "OUT_OF_SCOPE", "HAND_OVER"]
-    assert table.loc["answerable", "ANSWER"] == 1 and table.loc["answerable", "ASK"] == 1
-    assert table.loc["out_of_scope", "OUT_OF_SCOPE"] == 1 and table.loc["unanswerable", "HAND_OVER"] == 1
+    assert list(table.columns) == ["act", "ask", "out_of_scope", "hand_over"]
+    assert table.loc["answerable", "act"] == 1 and table.loc["answerable", "ask"] == 1
+    assert table.loc["out_of_scope", "out_of_scope"] == 1 and table.loc["unanswerable", "hand_over"] == 1
     assert int(table.to_numpy().sum()) == 4
     with pytest.raises(ValueError):
         decision_table(traces, ["answerable"])
@@ -316,9 +316,9 @@ class TokenLLM(FakeLLM):
 
 
 def test_a_perplexity_ceiling_turns_an_unsure_answer_into_ask(index):
-    for answer_logprob, ceiling, expected in ((math.log(0.5), math.inf, AssistantDecision.ANSWER),
-                                              (math.log(0.5), 1.5, AssistantDecision.ASK),
-                                              (math.log(0.9), 1.5, AssistantDecision.ANSWER)):
+    for answer_logprob, ceiling, expected in ((math.log(0.5), math.inf, Action.ACT),
+                                              (math.log(0.5), 1.5, Action.ASK),
+                                              (math.log(0.9), 1.5, Action.ACT)):
         llm = TokenLLM([GOOD], p_yes=0.9)
         llm.answer_logprob = answer_logprob
         assistant = make_assistant(index, llm)
@@ -326,7 +326,7 @@ def test_a_perplexity_ceiling_turns_an_unsure_answer_into_ask(index):
         trace = assistant.run(GROUNDED_Q)
         assert trace.answer_perplexity == pytest.approx(math.exp(-answer_logprob))
         assert trace.decision is expected
-        if expected is AssistantDecision.ASK:
+        if expected is Action.ASK:
             assert "perplexity" in trace.why and "(1) Thesis committee" in trace.reply
 
 
@@ -334,7 +334,7 @@ def test_an_answer_without_tokens_is_never_turned_into_ask(index):
     assistant = make_assistant(index, FakeLLM([GOOD], p_yes=0.9))
     assistant.perplexity_ceiling = 1.0
     trace = assistant.run(GROUNDED_Q)
-    assert trace.answer_perplexity is None and trace.decision is AssistantDecision.ANSWER
+    assert trace.answer_perplexity is None and trace.decision is Action.ACT
 
 
 def test_fit_perplexity_ceiling():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from lib.exercises import is_correct
-from lib.routing import ConformalClassifier, Decision, set_router
+from lib.routing import ConformalClassifier, Action, set_router
 
 
 def test_ex1_break_even():
@@ -29,5 +29,5 @@ def test_ex2_conformal_rank_matches_the_library():
 
 @pytest.mark.parametrize("answer, expected", [("hand_over", True), ("hand over", True), ("ask", False), (None, False)])
 def test_ex3_empty_set(answer, expected):
-    assert set_router([np.array([], dtype=int)])[0] == Decision.HAND_OVER
+    assert set_router([np.array([], dtype=int)])[0] == Action.HAND_OVER
     assert is_correct("nb12-ex3", answer)[0] is expected

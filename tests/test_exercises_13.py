@@ -6,9 +6,9 @@ from lib.logprobs import renormalize
 
 
 def test_ex1_decision():
-    assert is_correct("nb13-ex1", "ASK")[0]
-    assert is_correct("nb13-ex1", " ask ")[0]
-    assert not is_correct("nb13-ex1", "HAND_OVER")[0]
+    assert is_correct("nb13-ex1", "ask")[0]
+    assert is_correct("nb13-ex1", " ASK ")[0]
+    assert not is_correct("nb13-ex1", "hand_over")[0]
     assert not is_correct("nb13-ex1", 3)[0]
 
 

@@ -127,8 +127,8 @@ def test_saved_answerability_probabilities_fit_like_traces():
     right = [True, True, False, True, True]
     threshold = fit_answerability_threshold(p_yes, right, target_precision=0.9)
     assert 0.6 < threshold <= 0.85
-    table = decision_table(["ANSWER", "ASK", "HAND_OVER"], ["answerable", "answerable", "unanswerable"])
-    assert table.loc["answerable", "ANSWER"] == 1 and table.loc["unanswerable", "HAND_OVER"] == 1
+    table = decision_table(["act", "ask", "hand_over"], ["answerable", "answerable", "unanswerable"])
+    assert table.loc["answerable", "act"] == 1 and table.loc["unanswerable", "hand_over"] == 1
 
 
 def test_a_names_shortlist_writes_its_prompt_anywhere_but_decides_only_embedded():

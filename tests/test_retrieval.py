@@ -21,7 +21,6 @@ from lib.retrieval import (
     Hit,
     HybridIndex,
     RetrievalGate,
-    Route,
     SearchIndex,
     UnreachableTargetWarning,
     boundary_scores,
@@ -38,6 +37,7 @@ from lib.retrieval import (
     rrf_scores,
     tokenize,
 )
+from lib.routing import Action
 
 DIM = 4096
 
@@ -378,22 +378,22 @@ def test_route_each_path(routing_setup):
     kw = dict(index=index, example_questions=examples, embed=fake_embed)
 
     v = route_question("write a poem about the ocean", boundary, retrieval, **kw)
-    assert v.route is Route.FALLBACK and v.failed_gate == "boundary" and v.sources == ()
+    assert v.route is Action.OUT_OF_SCOPE and v.failed_gate == "boundary" and v.sources == ()
     assert "NOT from the corpus" in v.message
 
     v = route_question("who sits on the thesis committee advisor chairs", boundary, retrieval, **kw)
-    assert v.route is Route.GROUNDED and v.failed_gate is None
+    assert v.route is Action.ACT and v.failed_gate is None
     assert v.sources[0] == "handbook/thesis-committee" and len(v.sources) == 3
-    assert v.top_score >= 0.2 and v.margin >= 0.05 and "GROUNDED" in v.explain()
+    assert v.top_score >= 0.2 and v.margin >= 0.05 and v.explain().startswith("act:")
 
     # two words from each of two sections: the score clears its bar, the margin does not
     v = route_question("qualifying exams conference grants", boundary, retrieval, **kw)
-    assert v.route is Route.LOW_CONFIDENCE and v.failed_gate == "retrieval_margin"
+    assert v.route is Action.ASK and v.failed_gate == "retrieval_margin"
     assert v.top_score >= 0.2 and v.margin < 0.05 and v.top_section_id != v.runner_up_section_id and v.sources == ()
 
     strict = RetrievalGate(score_threshold=0.99, margin_threshold=0.0)
     v = route_question("how do I connect to the VPN", boundary, strict, **kw)
-    assert v.route is Route.LOW_CONFIDENCE and v.failed_gate == "retrieval_score"
+    assert v.route is Action.ASK and v.failed_gate == "retrieval_score"
 
     with pytest.raises(RuntimeError):
         route_question("x", Gate(), retrieval, **kw)
@@ -432,7 +432,7 @@ def test_gate_tradeoff_counts_routes_precision_and_recall():
     # stricter thresholds ground nothing: precision is undefined, recall 0
     summary, routes = gate_tradeoff(types, passed, features, score_threshold=0.95, margin_threshold=0.0)
     assert summary["grounded"] == 0 and np.isnan(summary["precision"]) and summary["recall"] == 0
-    assert routes["GROUNDED"].sum() == 0
+    assert routes["act"].sum() == 0
 
 
 def test_gate_tradeoff_matches_a_fitted_gate():

@@ -15,7 +15,7 @@ from lib.calibration import HistogramBinningCalibrator, IsotonicCalibrator, Plat
 from lib.routing import (
     ConformalClassifier,
     CostThresholds,
-    Decision,
+    Action,
     ThresholdRouter,
     cost_thresholds,
     coverage,
@@ -25,7 +25,7 @@ from lib.routing import (
     set_router,
 )
 
-ACT, ASK, HAND_OVER = Decision.ACT, Decision.ASK, Decision.HAND_OVER
+ACT, ASK, HAND_OVER = Action.ACT, Action.ASK, Action.HAND_OVER
 
 
 def _blocks() -> tuple[np.ndarray, np.ndarray]:
@@ -50,18 +50,18 @@ def _probabilities(n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return probabilities, np.minimum(labels, k - 1)
 
 
-# --- Decision and route_by_thresholds ----------------------------------------------
+# --- Action and route_by_thresholds ----------------------------------------------
 
 
 def test_decision_is_a_string_enum():
-    assert Decision.ACT == "act" and Decision("hand_over") is HAND_OVER
-    assert f"{Decision.ASK}" == "ask"
+    assert Action.ACT == "act" and Action("hand_over") is HAND_OVER
+    assert f"{Action.ASK}" == "ask"
 
 
 def test_route_by_thresholds_boundaries():
     decisions = route_by_thresholds([0.9, 0.8, 0.5, 0.4, 0.0, 1.0], act_threshold=0.8, hand_over_threshold=0.5)
     assert decisions.tolist() == [ACT, ACT, ASK, HAND_OVER, HAND_OVER, ACT]
-    assert all(type(d) is Decision for d in decisions)
+    assert all(type(d) is Action for d in decisions)
     assert route_by_thresholds([1.0, 0.3], math.inf, 0.2).tolist() == [ASK, ASK]
     assert route_by_thresholds([1.0, 0.3], math.inf, math.inf).tolist() == [HAND_OVER, HAND_OVER]
     with pytest.raises(ValueError, match="hand_over_threshold must be <= act_threshold"):
