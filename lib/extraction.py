@@ -4,8 +4,9 @@ The rules themselves live in `lib.rules`; this module is the model's side of not
 `extract_committee` asks for every field of every member in one JSON reply;
 `extract_committee_by_questions` asks for the names, then three short questions per member,
 each answered from a closed list (the small model's one-reply extraction marks too many
-advisors). With `quote_evidence=True` each question starts with the sentences of the message
-that name the member (`evidence_for`), cut out by code, so the quote is true by construction.
+advisors). With `quote_evidence` a question starts with the sentences of the message that name
+the member (`evidence_for`, cut out by code, so the quote is true by construction): before every
+question, or only when the plain answer's probability (`answer_probability`) is low.
 `compare_extraction` scores an extraction against gold facts field by field, after matching
 names with `normalized_name`; `plain_committee_verdict` is the baseline in which the model
 judges the committee itself. `run_committee_cases` and `load_committee_run` make and read the
@@ -14,10 +15,11 @@ saved runs over the ten committee cases (setup/run_committees.py).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -125,6 +127,13 @@ DEPARTMENT_QUESTION = "What is the primary department of {name}? Answer with one
 EVIDENCE_INTRO = 'The message says about {name}: "{evidence}"'
 """Put before each question when extraction quotes the evidence first: the sentences that name the member."""
 
+EvidencePolicy = Literal["never", "always", "when unsure"]
+EVIDENCE_POLICIES: tuple[str, ...] = ("never", "always", "when unsure")
+"""When `extract_committee_by_questions` quotes the evidence before a question."""
+
+UNSURE_BELOW = 0.9
+"""With `quote_evidence="when unsure"`, an answer the model gives less than this probability is asked again with the quote."""
+
 _ABBREVIATIONS = ("Dr.", "Prof.", "Mr.", "Mrs.", "Ms.", "St.", "e.g.", "i.e.")
 
 
@@ -184,8 +193,17 @@ def member_questions(name: str, departments: Mapping[str, str] = DEPARTMENTS,
     }
 
 
+def answer_probability(completion: Completion) -> float:
+    """The probability the model gave its whole answer: the product of its tokens' probabilities.
+
+    Each token's probability is read from the model's full distribution, before a grammar
+    removed the tokens it forbids, so mass the model put on other words lowers it.
+    """
+    return math.exp(sum(completion.token_logprobs))
+
+
 def extract_committee_by_questions(llm: LLM, description: str, departments: Mapping[str, str] = DEPARTMENTS,
-                                   *, quote_evidence: bool = False) -> ExtractionResult:
+                                   *, quote_evidence: EvidencePolicy = "never") -> ExtractionResult:
     """Extract the committee in small steps, each answer chosen from a closed list.
 
     1. The names (JSON constrained by `CommitteeNames`; validated, retried once by `ask_structured`).
@@ -197,17 +215,21 @@ def extract_committee_by_questions(llm: LLM, description: str, departments: Mapp
     fills five fields for five people in one reply (and than it answers yes/no questions,
     where it leans to "yes"); closed lists stop it from inventing a department.
 
-    With `quote_evidence`, every question about a member starts with the sentences of the
-    message that name them (`evidence_for`, cut out by code, so always a true quote): the
-    model then reads the words about this person right before it answers, instead of
-    drifting to a department or role that another sentence mentions. A member whose name no
-    sentence contains is asked the plain questions.
+    With `quote_evidence="always"`, every question about a member starts with the sentences
+    of the message that name them (`evidence_for`, cut out by code, so always a true quote):
+    the model reads the words about this person right before it answers, instead of drifting
+    to a department or role that another sentence mentions; but a long sentence that names
+    several people can pull it to a neighbour's department. With `"when unsure"`, a question
+    is asked plainly first, and only an answer whose `answer_probability` is below
+    `UNSURE_BELOW` is asked again with the quote; the more probable of the two answers is
+    kept. A member whose name no sentence contains is only asked the plain questions.
 
     Args:
         llm: the model (anything with `chat`).
         description: the student's message.
         departments: the university's departments -> what their members are called.
-        quote_evidence: start each question with the sentences that name the member.
+        quote_evidence: when to start a question with the sentences that name the member:
+            "never", "always", or "when unsure" (re-ask an answer below `UNSURE_BELOW`).
 
     Returns:
         An `ExtractionResult` like `extract_committee`'s, holding every completion in order;
@@ -217,6 +239,8 @@ def extract_committee_by_questions(llm: LLM, description: str, departments: Mapp
 
     if not isinstance(description, str) or not description.strip():
         raise ValueError("description must be a non-empty string")
+    if quote_evidence not in EVIDENCE_POLICIES:
+        raise ValueError(f"quote_evidence must be one of {EVIDENCE_POLICIES}, got {quote_evidence!r}")
     if not isinstance(departments, Mapping) or not departments:
         raise ValueError("departments must be a non-empty mapping: department name -> what its members are called")
     if any(department_key(d) in (None, department_key(NO_DEPARTMENT)) for d in departments):
@@ -232,11 +256,18 @@ def extract_committee_by_questions(llm: LLM, description: str, departments: Mapp
     members = []
     for name in names.values():
         answers: dict[str, str] = {}
-        evidence = evidence_for(name, description) if quote_evidence else None
-        for topic, (question, options) in member_questions(name, departments, evidence).items():
+        evidence = None if quote_evidence == "never" else evidence_for(name, description)
+        plain = member_questions(name, departments)
+        quoted = member_questions(name, departments, evidence) if evidence is not None else plain
+        for topic, (question, options) in (quoted if quote_evidence == "always" else plain).items():
             reply = llm.chat(_question_messages(description, question), max_tokens=16,
                              grammar=gbnf_for_options(options))
             completions.append(reply)
+            if quote_evidence == "when unsure" and evidence is not None and answer_probability(reply) < UNSURE_BELOW:
+                second = llm.chat(_question_messages(description, quoted[topic][0]), max_tokens=16,
+                                  grammar=gbnf_for_options(options))
+                completions.append(second)
+                reply = max(reply, second, key=answer_probability)
             answers[topic] = reply.text.strip()
         faculty, tenured = POSITIONS[answers["position"]]
         members.append(CommitteeMember(
@@ -342,10 +373,12 @@ def plain_committee_verdict(llm: LLM, rules_text: str, description: str) -> tupl
 # --------------------------------------------------------------------------- the saved run over the ten cases
 
 
-COMMITTEE_METHODS: tuple[str, ...] = ("one-call", "by-questions", "questions-with-evidence")
+COMMITTEE_METHODS: tuple[str, ...] = ("one-call", "by-questions", "questions-with-evidence",
+                                      "evidence-when-unsure")
 """The extractors a saved run can use: `extract_committee` (all fields in one JSON reply),
 `extract_committee_by_questions` (the names, then three closed questions per member), and the
-same with `quote_evidence=True` (each question starts with the sentences that name the member)."""
+same with the sentences that name the member quoted before every question (`quote_evidence="always"`)
+or only before a question whose plain answer was unsure (`quote_evidence="when unsure"`)."""
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
 
@@ -371,6 +404,11 @@ def committee_prompt_fingerprint(method: str) -> str:
         return fingerprint({"system": QUESTIONS_SYSTEM_PROMPT, "names": NAMES_REQUEST, "evidence": EVIDENCE_INTRO,
                             "questions": member_questions("{name}", evidence="{evidence}"),
                             "schema": schema_for_model(CommitteeNames)})
+    if method == "evidence-when-unsure":
+        return fingerprint({"system": QUESTIONS_SYSTEM_PROMPT, "names": NAMES_REQUEST, "evidence": EVIDENCE_INTRO,
+                            "questions": member_questions("{name}"), "unsure_below": UNSURE_BELOW,
+                            "quoted questions": member_questions("{name}", evidence="{evidence}"),
+                            "schema": schema_for_model(CommitteeNames)})
     raise ValueError(f"method must be one of {COMMITTEE_METHODS}, got {method!r}")
 
 
@@ -381,7 +419,9 @@ def extract_case(llm: LLM, case: Mapping[str, Any], method: str) -> ExtractionRe
     if method == "by-questions":
         return extract_committee_by_questions(llm, case["description"])
     if method == "questions-with-evidence":
-        return extract_committee_by_questions(llm, case["description"], quote_evidence=True)
+        return extract_committee_by_questions(llm, case["description"], quote_evidence="always")
+    if method == "evidence-when-unsure":
+        return extract_committee_by_questions(llm, case["description"], quote_evidence="when unsure")
     raise ValueError(f"method must be one of {COMMITTEE_METHODS}, got {method!r}")
 
 

@@ -1,15 +1,18 @@
 """lib.extraction: committee extraction by the model (with a fake model), the differences report and the plain baseline."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 
 import pytest
 
-from lib.extraction import (DEPARTMENTS, NO_DEPARTMENT, POSITIONS, ROLES, CommitteeExtraction, committee_prompt_fingerprint,
-                            compare_extraction, evidence_for, extract_committee, extract_committee_by_questions,
-                            load_committee_run, member_questions, message_sentences, normalized_name,
-                            plain_committee_verdict, run_committee_cases)
+from lib.extraction import (DEPARTMENTS, NO_DEPARTMENT, POSITIONS, ROLES, CommitteeExtraction, answer_probability,
+                            committee_prompt_fingerprint, compare_extraction, evidence_for, extract_committee,
+                            extract_committee_by_questions, load_committee_run, member_questions, message_sentences,
+                            normalized_name, plain_committee_verdict, run_committee_cases)
 from lib.grammar import schema_for_model
+from lib.llm import Completion, TokenLogprob
 from lib.rules import CommitteeMember, check_committee
 from tests.test_grounding import FakeLLM, completion
 
@@ -124,7 +127,7 @@ def test_extraction_with_evidence_quotes_the_sentence_before_each_question():
     description = "My advisor is Dr. Rachel Kim. Dr. Benedikt Lang, a postdoc, joins."
     llm = questions_llm('{"names": ["Rachel Kim", "Maria Unnamed"]}', "advisor", "tenured professor", "Computer Science",
                         "committee member", "postdoc", NO_DEPARTMENT)
-    result = extract_committee_by_questions(llm, description, quote_evidence=True)
+    result = extract_committee_by_questions(llm, description, quote_evidence="always")
     assert result.ok and [m.is_advisor for m in result.members] == [True, False]
     kim_questions, unnamed_questions = llm.requests[1:4], llm.requests[4:7]
     for request in kim_questions:
@@ -134,7 +137,32 @@ def test_extraction_with_evidence_quotes_the_sentence_before_each_question():
     assert [r["messages"][-1]["content"] for r in unnamed_questions] == [
         question for question, _ in member_questions("Maria Unnamed").values()]
     assert len({request["messages"][0]["content"] for request in llm.requests}) == 1
-    assert committee_prompt_fingerprint("questions-with-evidence") != committee_prompt_fingerprint("by-questions")
+    assert len({committee_prompt_fingerprint(method)
+                for method in ("by-questions", "questions-with-evidence", "evidence-when-unsure")}) == 3
+
+
+def answered(text: str, probability: float) -> Completion:
+    """A reply whose one token the model gave `probability`."""
+    return dataclasses.replace(completion(text), tokens=(TokenLogprob(text, math.log(probability)),))
+
+
+def test_only_unsure_answers_are_asked_again_with_the_quote_and_the_surer_answer_is_kept():
+    description = "My advisor is Dr. Rachel Kim. Everyone else is in Computer Science."
+    llm = FakeLLM(completion('{"names": ["Rachel Kim"]}'),
+                  answered("committee member", 0.42), answered("advisor", 0.97),  # role: unsure, the quoted answer is surer
+                  answered("tenured professor", 0.95),  # position: sure, asked once
+                  answered("Computer Science", 0.6), answered("Statistics", 0.5))  # department: the plain answer is surer
+    result = extract_committee_by_questions(llm, description, quote_evidence="when unsure")
+    (kim,) = result.members
+    assert kim.is_advisor and kim.is_tenured_or_emeritus and kim.primary_department == "Computer Science"
+    assert len(result.completions) == 6
+    quoted = [request["messages"][-1]["content"].startswith('The message says about Rachel Kim: "My advisor is Dr. Rachel Kim."')
+              for request in llm.requests[1:]]
+    assert quoted == [False, True, False, False, True]
+    assert answer_probability(answered("advisor", 0.5)) == pytest.approx(0.5)
+    assert answer_probability(completion("advisor")) == 1.0  # a reply without token probabilities is never re-asked
+    with pytest.raises(ValueError, match="quote_evidence"):
+        extract_committee_by_questions(FakeLLM(), DESCRIPTION, quote_evidence=True)
 
 
 def test_positions_decide_faculty_and_tenure():
