@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -128,11 +128,12 @@ EVIDENCE_INTRO = 'The message says about {name}: "{evidence}"'
 """Put before each question when extraction quotes the evidence first: the sentences that name the member."""
 
 EvidencePolicy = Literal["never", "always", "when unsure"]
-EVIDENCE_POLICIES: tuple[str, ...] = ("never", "always", "when unsure")
+EVIDENCE_POLICIES: tuple[str, ...] = get_args(EvidencePolicy)
 """When `extract_committee_by_questions` quotes the evidence before a question."""
 
 UNSURE_BELOW = 0.9
-"""With `quote_evidence="when unsure"`, an answer the model gives less than this probability is asked again with the quote."""
+"""With `quote_evidence="when unsure"`, an answer whose `answer_probability` is below this is asked
+again with the quote. Fixed before the saved run was made, not tuned on the ten cases."""
 
 _ABBREVIATIONS = ("Dr.", "Prof.", "Mr.", "Mrs.", "Ms.", "St.", "e.g.", "i.e.")
 
