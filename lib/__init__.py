@@ -2,7 +2,8 @@
 
 One module per idea. The model: `llm` (backends), `recording` (record/replay), `model_file`,
 `embeddings`, `checklist`. Part I: `datasets`, `retrieval`, `quotes`, `structured`, `grounding`,
-`rules`. Part II: `grammar`, `code_steps`, `logprobs`, `decisions`, `runs`, `semantic_entropy`.
+`extraction` (committee facts read by the model), `rules` (the committee rules in Python and Z3).
+Part II: `grammar`, `code_steps`, `logprobs`, `decisions`, `runs`, `semantic_entropy`.
 Part III: `calibration`, `selective`, `routing`, `plots`. And `exercises` for every notebook.
 Notebooks start with `from lib import get_llm`.
 """

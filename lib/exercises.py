@@ -203,7 +203,8 @@ def _member_that_fixes_the_committee(answer: Any) -> bool:
     import json
 
     from lib.datasets import CORPUS_DIR
-    from lib.rules import CommitteeMember, check_committee, normalized_name
+    from lib.extraction import normalized_name
+    from lib.rules import CommitteeMember, check_committee
 
     if not isinstance(answer, str):
         raise ValueError("expected a name")

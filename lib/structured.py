@@ -10,7 +10,7 @@ So every reply is validated with pydantic, and a reply that fails is asked for o
 
 If the second reply fails too, the result says so (`value` is None, `errors` holds both
 reasons). Nothing is repaired or guessed: a half-written JSON object is a failure, not a
-record. `lib.grounding` (answers with quotes) and `lib.rules.extract_committee` (committee
+record. `lib.grounding` (answers with quotes) and `lib.extraction.extract_committee` (committee
 facts) both ask through `ask_structured`.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Extract the ten committee cases with the model and save every extraction under data/results/.
 
-    python setup/run_committees.py                        # both methods (resumes what is there)
+    python setup/run_committees.py                        # every method (resumes what is there)
     python setup/run_committees.py --method by-questions  # one method
     python setup/run_committees.py --replay 04-symbolic-checks --method one-call
 
@@ -21,10 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lib.extraction import COMMITTEE_METHODS, committee_prompt_fingerprint, load_committee_run, run_committee_cases  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--method", choices=["one-call", "by-questions"], help="only this method")
+    parser.add_argument("--method", choices=COMMITTEE_METHODS, help="only this method")
     parser.add_argument("--replay", metavar="RECORDING", help="answer from this recording instead of the live model")
     args = parser.parse_args()
     os.environ["WORKBOOK_MODE"] = "replay" if args.replay else "live"
@@ -32,8 +34,7 @@ def main() -> None:
     from lib import get_llm
     from lib.datasets import CORPUS_DIR
     from lib.llm import library_versions
-    from lib.rules import (COMMITTEE_METHODS, check_committee, committee_prompt_fingerprint, load_committee_run,
-                           run_committee_cases)
+    from lib.rules import check_committee
 
     cases = [json.loads(line) for line in (CORPUS_DIR / "committee_cases.jsonl").read_text(encoding="utf-8").splitlines()]
     llm = get_llm(recording=args.replay)

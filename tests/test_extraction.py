@@ -1,14 +1,19 @@
-"""Committee extraction by the model (with a fake model), the differences report and the plain baseline."""
+"""lib.extraction: committee extraction by the model (with a fake model), the differences report and the plain baseline."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 
 import pytest
 
+from lib.extraction import (DEPARTMENTS, NO_DEPARTMENT, POSITIONS, ROLES, CommitteeExtraction, answer_probability,
+                            committee_prompt_fingerprint, compare_extraction, evidence_for, extract_committee,
+                            extract_committee_by_questions, load_committee_run, member_questions, message_sentences,
+                            normalized_name, plain_committee_verdict, run_committee_cases)
 from lib.grammar import schema_for_model
-from lib.rules import (DEPARTMENTS, NO_DEPARTMENT, POSITIONS, ROLES, CommitteeExtraction, CommitteeMember, check_committee,
-                       compare_extraction, extract_committee, extract_committee_by_questions, load_committee_run,
-                       normalized_name, plain_committee_verdict, run_committee_cases)
+from lib.llm import Completion, TokenLogprob
+from lib.rules import CommitteeMember, check_committee
 from tests.test_grounding import FakeLLM, completion
 
 KIM = CommitteeMember(name="Rachel Kim", is_advisor=True, has_faculty_appointment=True,
@@ -99,6 +104,65 @@ def test_extraction_by_questions_builds_members_from_closed_answers():
     # the message sits in the system turn, which every question shares (a cached prefix)
     assert len({request["messages"][0]["content"] for request in llm.requests}) == 1
     assert DESCRIPTION in llm.requests[0]["messages"][0]["content"]
+
+
+def test_sentences_do_not_end_after_a_title():
+    text = "My advisor is Dr. Yusuf  Demir. I asked Prof. Lang, e.g. him! Is that enough? Thanks"
+    assert message_sentences(text) == ["My advisor is Dr. Yusuf Demir.", "I asked Prof. Lang, e.g. him!",
+                                       "Is that enough?", "Thanks"]
+    assert message_sentences("   ") == []
+
+
+def test_evidence_is_every_sentence_that_names_the_member():
+    text = ("My advisor, Professor Rachel Kim, will chair. Dr. Benedikt Lang joins. "
+            "Professor Rachel  KIM and Dr. Lang are both in Computer Science.")
+    assert evidence_for("Rachel Kim", text) == ("My advisor, Professor Rachel Kim, will chair. "
+                                                "Professor Rachel KIM and Dr. Lang are both in Computer Science.")
+    assert evidence_for("Professor Benedikt Lang", text) == "Dr. Benedikt Lang joins."  # titles dropped to match
+    assert evidence_for("Kavya Iyer", text) is None
+    assert evidence_for("Dr.", text) is None  # a name that is only a title matches nothing
+
+
+def test_extraction_with_evidence_quotes_the_sentence_before_each_question():
+    description = "My advisor is Dr. Rachel Kim. Dr. Benedikt Lang, a postdoc, joins."
+    llm = questions_llm('{"names": ["Rachel Kim", "Maria Unnamed"]}', "advisor", "tenured professor", "Computer Science",
+                        "committee member", "postdoc", NO_DEPARTMENT)
+    result = extract_committee_by_questions(llm, description, quote_evidence="always")
+    assert result.ok and [m.is_advisor for m in result.members] == [True, False]
+    kim_questions, unnamed_questions = llm.requests[1:4], llm.requests[4:7]
+    for request in kim_questions:
+        assert request["messages"][-1]["content"].startswith(
+            'The message says about Rachel Kim: "My advisor is Dr. Rachel Kim."\n')
+    # a name found in no sentence gets the plain questions, never a made-up quote
+    assert [r["messages"][-1]["content"] for r in unnamed_questions] == [
+        question for question, _ in member_questions("Maria Unnamed").values()]
+    assert len({request["messages"][0]["content"] for request in llm.requests}) == 1
+    assert len({committee_prompt_fingerprint(method)
+                for method in ("by-questions", "questions-with-evidence", "evidence-when-unsure")}) == 3
+
+
+def answered(text: str, probability: float) -> Completion:
+    """A reply whose one token the model gave `probability`."""
+    return dataclasses.replace(completion(text), tokens=(TokenLogprob(text, math.log(probability)),))
+
+
+def test_only_unsure_answers_are_asked_again_with_the_quote_and_the_surer_answer_is_kept():
+    description = "My advisor is Dr. Rachel Kim. Everyone else is in Computer Science."
+    llm = FakeLLM(completion('{"names": ["Rachel Kim"]}'),
+                  answered("committee member", 0.42), answered("advisor", 0.97),  # role: unsure, the quoted answer is surer
+                  answered("tenured professor", 0.95),  # position: sure, asked once
+                  answered("Computer Science", 0.6), answered("Statistics", 0.5))  # department: the plain answer is surer
+    result = extract_committee_by_questions(llm, description, quote_evidence="when unsure")
+    (kim,) = result.members
+    assert kim.is_advisor and kim.is_tenured_or_emeritus and kim.primary_department == "Computer Science"
+    assert len(result.completions) == 6
+    quoted = [request["messages"][-1]["content"].startswith('The message says about Rachel Kim: "My advisor is Dr. Rachel Kim."')
+              for request in llm.requests[1:]]
+    assert quoted == [False, True, False, False, True]
+    assert answer_probability(answered("advisor", 0.5)) == pytest.approx(0.5)
+    assert answer_probability(completion("advisor")) == 1.0  # a reply without token probabilities is never re-asked
+    with pytest.raises(ValueError, match="quote_evidence"):
+        extract_committee_by_questions(FakeLLM(), DESCRIPTION, quote_evidence=True)
 
 
 def test_positions_decide_faculty_and_tenure():

@@ -1,0 +1,511 @@
+"""Reading a committee out of a student's message with the model, and scoring what it read.
+
+The rules themselves live in `lib.rules`; this module is the model's side of notebook 04.
+`extract_committee` asks for every field of every member in one JSON reply;
+`extract_committee_by_questions` asks for the names, then three short questions per member,
+each answered from a closed list (the small model's one-reply extraction marks too many
+advisors). With `quote_evidence` a question starts with the sentences of the message that name
+the member (`evidence_for`, cut out by code, so the quote is true by construction): before every
+question, or only when the plain answer's probability (`answer_probability`) is low.
+`compare_extraction` scores an extraction against gold facts field by field, after matching
+names with `normalized_name`; `plain_committee_verdict` is the baseline in which the model
+judges the committee itself. `run_committee_cases` and `load_committee_run` make and read the
+saved runs over the ten committee cases (setup/run_committees.py).
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, Field
+
+from lib.llm import LLM, Completion
+from lib.rules import CommitteeMember, department_key, validated_home_key, validated_members
+from lib.structured import StructuredResult, ask_structured
+
+class CommitteeExtraction(BaseModel):
+    """What the model fills in from a student's message: one record per committee member."""
+
+    members: list[CommitteeMember] = Field(description="Every committee member named in the text, advisors included.")
+
+
+EXTRACTION_SYSTEM_PROMPT = (
+    "You read a PhD student's message about their thesis committee and extract facts, nothing else. "
+    "Reply with a JSON object {\"members\": [...]} holding one record per committee member named in "
+    "the message, the advisor or co-advisors included. Use only what the message says. Fields:\n"
+    + "\n".join(f"- {name}: {field.description}" for name, field in CommitteeMember.model_fields.items())
+)
+"""The instructions for extracting committee facts (field meanings come from `CommitteeMember`)."""
+
+
+@dataclass(frozen=True)
+class ExtractionResult(StructuredResult[CommitteeExtraction]):
+    """The committee extraction as `ask_structured` returned it, read as a list of members.
+
+    `members` is None when no valid extraction came back in two attempts (`errors` says
+    why); the committee is then *not* checked, because a guessed record would let a
+    misread decide the verdict.
+    """
+
+    @property
+    def members(self) -> list[CommitteeMember] | None:
+        """The extracted members, in the order the model gave them, or None."""
+        return None if self.value is None else list(self.value.members)
+
+
+def extraction_messages(description: str, home_department: str) -> list[dict[str, str]]:
+    """The chat messages asking for `CommitteeExtraction` from a free-text committee description."""
+    if not isinstance(description, str) or not description.strip():
+        raise ValueError("description must be a non-empty string")
+    validated_home_key(home_department)
+    user = (f"The student's home department is {home_department.strip()}.\n\n"
+            f"Message:\n{description.strip()}")
+    return [{"role": "system", "content": EXTRACTION_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def extract_committee(llm: LLM, description: str, home_department: str, *, max_tokens: int = 600) -> ExtractionResult:
+    """Let the model read a committee description into `CommitteeMember` records.
+
+    The reply is JSON constrained by the schema of `CommitteeExtraction`, validated by
+    pydantic, and retried once when invalid or cut off (`lib.structured.ask_structured`);
+    after that it is an extraction failure. The model only extracts: deciding whether the
+    committee is valid is `check_committee`'s job.
+    """
+    messages = extraction_messages(description, home_department)
+    result = ask_structured(llm, messages, CommitteeExtraction, max_tokens=max_tokens)
+    return ExtractionResult(result.value, result.completions, result.errors)
+
+
+QUESTIONS_SYSTEM_PROMPT = (
+    "You answer questions about a PhD student's message to the graduate office about their thesis "
+    "committee. Use only what the message says; answer with exactly one of the options you are given."
+)
+"""The instructions for extraction one question at a time; the message follows them (see `extract_committee_by_questions`)."""
+
+DEPARTMENTS: dict[str, str] = {
+    "Computer Science": "computer scientists",
+    "Electrical Engineering": "electrical engineers",
+    "Linguistics": "linguists",
+    "Mathematics": "mathematicians",
+    "Physics": "physicists",
+    "Statistics": "statisticians",
+}
+"""The university's departments and what their members are called: the closed list of answers
+to the department question (a message may say "a tenured physicist" rather than "Physics")."""
+
+ROLES: tuple[str, ...] = ("advisor", "co-advisor", "committee member")
+"""The answers to the role question; a member is an advisor when the answer is advisor or co-advisor."""
+
+POSITIONS: dict[str, tuple[bool, bool]] = {
+    "tenured professor": (True, True),
+    "emeritus professor": (True, True),
+    "professor, tenure not stated": (True, False),
+    "assistant professor": (True, False),
+    "lecturer": (True, False),
+    "postdoc": (False, False),
+    "student": (False, False),
+    "research scientist at a company": (False, False),
+}
+"""The answers to the position question -> (holds a faculty appointment, tenured or emeritus)."""
+
+NO_DEPARTMENT = "not at the university"
+"""The answer to the department question for a member with no department at the university."""
+
+NAMES_REQUEST = (
+    "List every person the message names as a member of the committee, advisors included, once each. "
+    "Write each name as given, without titles such as Professor, Dr. or Emerita."
+)
+ROLE_QUESTION = "What role does the message give {name}? Answer with one of: {options}."
+POSITION_QUESTION = "What is {name}'s position, according to the message? Answer with one of: {options}."
+DEPARTMENT_QUESTION = "What is the primary department of {name}? Answer with one of: {options}."
+
+
+EVIDENCE_INTRO = 'The message says about {name}: "{evidence}"'
+"""Put before each question when extraction quotes the evidence first: the sentences that name the member."""
+
+EvidencePolicy = Literal["never", "always", "when unsure"]
+EVIDENCE_POLICIES: tuple[str, ...] = get_args(EvidencePolicy)
+"""When `extract_committee_by_questions` quotes the evidence before a question."""
+
+UNSURE_BELOW = 0.9
+"""With `quote_evidence="when unsure"`, an answer whose `answer_probability` is below this is asked
+again with the quote. Fixed before the saved run was made, not tuned on the ten cases."""
+
+_ABBREVIATIONS = ("Dr.", "Prof.", "Mr.", "Mrs.", "Ms.", "St.", "e.g.", "i.e.")
+
+
+def message_sentences(text: str) -> list[str]:
+    """The sentences of `text`, split after `.`, `!` or `?` followed by a space, except after a
+    title such as "Dr." (so "Dr. Kavya Iyer" stays in one sentence); whitespace runs become one space."""
+    words, sentences, current = " ".join(text.split()).split(" "), [], []
+    for word in words:
+        current.append(word)
+        if word.endswith((".", "!", "?")) and word not in _ABBREVIATIONS:
+            sentences.append(" ".join(current))
+            current = []
+    if current and current != [""]:
+        sentences.append(" ".join(current))
+    return sentences
+
+
+def evidence_for(name: str, description: str) -> str | None:
+    """The sentences of `description` that name `name` (matched as `normalized_name` matches names),
+    joined by a space, or None when no sentence names them.
+
+    The evidence is cut from the message by code, so it is a true quote by construction; the
+    model only reads it, right before the question it answers.
+    """
+    key = normalized_name(name)
+    if not key:
+        return None
+    found = [sentence for sentence in message_sentences(description) if key in " ".join(sentence.split()).casefold()]
+    return " ".join(found) or None
+
+
+class CommitteeNames(BaseModel):
+    """Step 1 of extraction one question at a time: who is on the committee."""
+
+    names: list[str] = Field(description="The full name of every committee member, without titles, e.g. 'Elena Petrova'.")
+
+
+def _question_messages(description: str, question: str) -> list[dict[str, str]]:
+    """The message in the system turn (a prefix shared by every question, so cached) and the question last."""
+    return [{"role": "system", "content": f"{QUESTIONS_SYSTEM_PROMPT}\n\nMessage:\n{description.strip()}"},
+            {"role": "user", "content": question}]
+
+
+def member_questions(name: str, departments: Mapping[str, str] = DEPARTMENTS,
+                     evidence: str | None = None) -> dict[str, tuple[str, list[str]]]:
+    """The three questions asked about one member: topic -> (question, the answers allowed).
+
+    With `evidence` (see `evidence_for`), each question starts with that quote (`EVIDENCE_INTRO`).
+    """
+    listed = [f"{department} ({people})" for department, people in departments.items()]
+    intro = "" if evidence is None else EVIDENCE_INTRO.format(name=name, evidence=evidence) + "\n"
+    return {
+        "role": (intro + ROLE_QUESTION.format(name=name, options=", ".join(ROLES)), list(ROLES)),
+        "position": (intro + POSITION_QUESTION.format(name=name, options="; ".join(POSITIONS)), list(POSITIONS)),
+        "department": (intro + DEPARTMENT_QUESTION.format(name=name, options=", ".join([*listed, NO_DEPARTMENT])),
+                       [*departments, NO_DEPARTMENT]),
+    }
+
+
+def answer_probability(completion: Completion) -> float:
+    """The probability the model gave its whole answer: the product of its tokens' probabilities.
+
+    Each token's probability is read from the model's full distribution, before a grammar
+    removed the tokens it forbids, so mass the model put on other words lowers it.
+    """
+    return math.exp(sum(completion.token_logprobs))
+
+
+def extract_committee_by_questions(llm: LLM, description: str, departments: Mapping[str, str] = DEPARTMENTS,
+                                   *, quote_evidence: EvidencePolicy = "never") -> ExtractionResult:
+    """Extract the committee in small steps, each answer chosen from a closed list.
+
+    1. The names (JSON constrained by `CommitteeNames`; validated, retried once by `ask_structured`).
+    2. Per member, three questions whose replies a grammar restricts to fixed options: the role
+       (`ROLES`), the position (`POSITIONS`: the faculty appointment and tenure follow from it),
+       and the primary department (one of `departments`, or `NO_DEPARTMENT`).
+
+    A small model answers one focused question with named options far more reliably than it
+    fills five fields for five people in one reply (and than it answers yes/no questions,
+    where it leans to "yes"); closed lists stop it from inventing a department.
+
+    With `quote_evidence="always"`, every question about a member starts with the sentences
+    of the message that name them (`evidence_for`, cut out by code, so always a true quote):
+    the model reads the words about this person right before it answers, instead of drifting
+    to a department or role that another sentence mentions; but a long sentence that names
+    several people can pull it to a neighbour's department. With `"when unsure"`, a question
+    is asked plainly first, and only an answer whose `answer_probability` is below
+    `UNSURE_BELOW` is asked again with the quote; the more probable of the two answers is
+    kept. A member whose name no sentence contains is only asked the plain questions.
+
+    Args:
+        llm: the model (anything with `chat`).
+        description: the student's message.
+        departments: the university's departments -> what their members are called.
+        quote_evidence: when to start a question with the sentences that name the member:
+            "never", "always", or "when unsure" (re-ask an answer below `UNSURE_BELOW`).
+
+    Returns:
+        An `ExtractionResult` like `extract_committee`'s, holding every completion in order;
+        `members` is None when the names could not be read.
+    """
+    from lib.grammar import gbnf_for_options
+
+    if not isinstance(description, str) or not description.strip():
+        raise ValueError("description must be a non-empty string")
+    if quote_evidence not in EVIDENCE_POLICIES:
+        raise ValueError(f"quote_evidence must be one of {EVIDENCE_POLICIES}, got {quote_evidence!r}")
+    if not isinstance(departments, Mapping) or not departments:
+        raise ValueError("departments must be a non-empty mapping: department name -> what its members are called")
+    if any(department_key(d) in (None, department_key(NO_DEPARTMENT)) for d in departments):
+        raise ValueError(f"departments must be named, and {NO_DEPARTMENT!r} is the answer for no department")
+    names_reply = ask_structured(llm, _question_messages(description, NAMES_REQUEST), CommitteeNames, max_tokens=160)
+    completions = list(names_reply.completions)
+    if names_reply.value is None:
+        return ExtractionResult(None, tuple(completions), names_reply.errors)
+    names: dict[str, str] = {}
+    for name in names_reply.value.names:
+        if name.strip() and normalized_name(name) not in names:
+            names[normalized_name(name)] = name.strip()
+    members = []
+    for name in names.values():
+        answers: dict[str, str] = {}
+        evidence = None if quote_evidence == "never" else evidence_for(name, description)
+        plain = member_questions(name, departments)
+        quoted = member_questions(name, departments, evidence) if evidence is not None else plain
+        for topic, (question, options) in (quoted if quote_evidence == "always" else plain).items():
+            reply = llm.chat(_question_messages(description, question), max_tokens=16,
+                             grammar=gbnf_for_options(options))
+            completions.append(reply)
+            if quote_evidence == "when unsure" and evidence is not None and answer_probability(reply) < UNSURE_BELOW:
+                second = llm.chat(_question_messages(description, quoted[topic][0]), max_tokens=16,
+                                  grammar=gbnf_for_options(options))
+                completions.append(second)
+                reply = max(reply, second, key=answer_probability)
+            answers[topic] = reply.text.strip()
+        faculty, tenured = POSITIONS[answers["position"]]
+        members.append(CommitteeMember(
+            name=name, is_advisor=answers["role"] != "committee member", has_faculty_appointment=faculty,
+            primary_department=None if answers["department"] == NO_DEPARTMENT else answers["department"],
+            is_tenured_or_emeritus=tenured))
+    return ExtractionResult(CommitteeExtraction(members=members), tuple(completions), names_reply.errors)
+
+
+_TITLES = frozenset({"professor", "prof.", "prof", "dr.", "dr", "emeritus", "emerita", "mr.", "mrs.", "ms."})
+
+MEMBER_FIELDS: tuple[str, ...] = ("is_advisor", "has_faculty_appointment", "primary_department",
+                                  "is_tenured_or_emeritus")
+"""The fields of `CommitteeMember` that the rules read, compared one by one by `compare_extraction`."""
+
+
+def normalized_name(name: str) -> str:
+    """A name for matching people: leading titles dropped, whitespace runs made one space, case-folded.
+
+    'Professor Emerita Grace  Lindqvist' and 'grace lindqvist' give the same key, so a
+    kept title is not scored as one missing and one extra member.
+    """
+    words = name.split()
+    while words and words[0].casefold() in _TITLES:
+        words = words[1:]
+    return " ".join(words).casefold()
+
+
+@dataclass(frozen=True)
+class ExtractionComparison:
+    """An extraction compared with the gold members, field by field.
+
+    Members are matched by `normalized_name`. Each matched member contributes its four
+    `MEMBER_FIELDS`; a missing or extra member contributes four wrong fields.
+    `differences` has one readable line per missing member, extra member and wrong field.
+    """
+
+    differences: list[str]
+    fields_right: int
+    fields_total: int
+
+    @property
+    def accuracy(self) -> float:
+        """Share of fields right (1.0 for two empty committees)."""
+        return self.fields_right / self.fields_total if self.fields_total else 1.0
+
+
+def compare_extraction(extracted: Sequence[CommitteeMember], gold: Sequence[CommitteeMember]) -> ExtractionComparison:
+    """Compare an extraction with the gold members, member by member and field by field.
+
+    Departments are compared as the rules compare them (see `check_committee`), names after
+    `normalized_name`. `differences == []` means every fact the rules use is right.
+    """
+    extracted = validated_members(extracted, "extracted")
+    gold = validated_members(gold, "gold")
+    found = {normalized_name(member.name): member for member in extracted}
+    expected = {normalized_name(member.name): member for member in gold}
+    differences = [f"missing member {member.name!r}" for member in gold if normalized_name(member.name) not in found]
+    extra = [member for member in extracted if normalized_name(member.name) not in expected]
+    differences += [f"extra member {member.name!r}" for member in extra]
+    right = 0
+    for name, truth in expected.items():
+        if name not in found:
+            continue
+        got = found[name]
+        for field in MEMBER_FIELDS:
+            same = (department_key(got.primary_department) == department_key(truth.primary_department)
+                    if field == "primary_department" else getattr(got, field) == getattr(truth, field))
+            right += same
+            if not same:
+                differences.append(f"{truth.name}: {field} is {getattr(got, field)!r}, should be {getattr(truth, field)!r}")
+    return ExtractionComparison(differences, right, len(MEMBER_FIELDS) * (len(expected) + len(extra)))
+
+
+PLAIN_JUDGE_PROMPT = (
+    "You check thesis committees against the rules below. Answer with yes if the proposed committee "
+    "satisfies every rule, and no otherwise.\n\nRules:\n{rules}"
+)
+"""The instructions for the baseline: the model reads the rules and judges the committee itself."""
+
+
+def plain_committee_verdict(llm: LLM, rules_text: str, description: str) -> tuple[bool, Completion]:
+    """The baseline that extraction + checking replaces: the model reads the rules and says yes or no.
+
+    The reply is constrained to "yes" or "no" by a grammar, so it is always readable; the
+    model decides alone. Returns (True for "yes", the completion).
+    """
+    from lib.grammar import gbnf_for_options
+
+    if not isinstance(rules_text, str) or not rules_text.strip():
+        raise ValueError("rules_text must be the non-empty text of the committee rules")
+    if not isinstance(description, str) or not description.strip():
+        raise ValueError("description must be a non-empty string")
+    messages = [
+        {"role": "system", "content": PLAIN_JUDGE_PROMPT.format(rules=rules_text.strip())},
+        {"role": "user", "content": f"Proposed committee:\n{description.strip()}\n\n"
+                                    "Does this committee satisfy every rule? Answer yes or no."},
+    ]
+    completion = llm.chat(messages, max_tokens=2, grammar=gbnf_for_options(["yes", "no"]))
+    return completion.text.strip() == "yes", completion
+
+
+# --------------------------------------------------------------------------- the saved run over the ten cases
+
+
+COMMITTEE_METHODS: tuple[str, ...] = ("one-call", "by-questions", "questions-with-evidence",
+                                      "evidence-when-unsure")
+"""The extractors a saved run can use: `extract_committee` (all fields in one JSON reply),
+`extract_committee_by_questions` (the names, then three closed questions per member), and the
+same with the sentences that name the member quoted before every question (`quote_evidence="always"`)
+or only before a question whose plain answer was unsure (`quote_evidence="when unsure"`)."""
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
+
+
+def committee_run_path(method: str, results_dir: Path = RESULTS_DIR) -> Path:
+    """Where the saved extractions of the committee cases by `method` live."""
+    if method not in COMMITTEE_METHODS:
+        raise ValueError(f"method must be one of {COMMITTEE_METHODS}, got {method!r}")
+    return Path(results_dir) / f"committees-{method}.jsonl"
+
+
+def committee_prompt_fingerprint(method: str) -> str:
+    """A hash of everything that shapes `method`'s requests: prompts, questions, schemas, departments."""
+    from lib.grammar import schema_for_model
+    from lib.llm import fingerprint
+
+    if method == "one-call":
+        return fingerprint({"system": EXTRACTION_SYSTEM_PROMPT, "schema": schema_for_model(CommitteeExtraction)})
+    if method == "by-questions":
+        return fingerprint({"system": QUESTIONS_SYSTEM_PROMPT, "names": NAMES_REQUEST,
+                            "questions": member_questions("{name}"), "schema": schema_for_model(CommitteeNames)})
+    if method == "questions-with-evidence":
+        return fingerprint({"system": QUESTIONS_SYSTEM_PROMPT, "names": NAMES_REQUEST, "evidence": EVIDENCE_INTRO,
+                            "questions": member_questions("{name}", evidence="{evidence}"),
+                            "schema": schema_for_model(CommitteeNames)})
+    if method == "evidence-when-unsure":
+        return fingerprint({"system": QUESTIONS_SYSTEM_PROMPT, "names": NAMES_REQUEST, "evidence": EVIDENCE_INTRO,
+                            "questions": member_questions("{name}"), "unsure_below": UNSURE_BELOW,
+                            "quoted questions": member_questions("{name}", evidence="{evidence}"),
+                            "schema": schema_for_model(CommitteeNames)})
+    raise ValueError(f"method must be one of {COMMITTEE_METHODS}, got {method!r}")
+
+
+def extract_case(llm: LLM, case: Mapping[str, Any], method: str) -> ExtractionResult:
+    """Extract one committee case (a line of committee_cases.jsonl) with `method`."""
+    if method == "one-call":
+        return extract_committee(llm, case["description"], case["home_department"])
+    if method == "by-questions":
+        return extract_committee_by_questions(llm, case["description"])
+    if method == "questions-with-evidence":
+        return extract_committee_by_questions(llm, case["description"], quote_evidence="always")
+    if method == "evidence-when-unsure":
+        return extract_committee_by_questions(llm, case["description"], quote_evidence="when unsure")
+    raise ValueError(f"method must be one of {COMMITTEE_METHODS}, got {method!r}")
+
+
+def _read_committee_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], bool]:
+    """(header, rows, last line torn) of a saved run; reading never changes the file."""
+    if not path.is_file():
+        return None, [], False
+    text = path.read_text(encoding="utf-8")
+    torn = bool(text) and not text.endswith("\n")
+    lines = text.splitlines()[:-1] if torn else text.splitlines()
+    header, rows = None, []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not a JSON line ({error.msg}); remove the line and run again") from None
+        if entry.get("kind") == "header":
+            header = entry
+        else:
+            rows.append(entry)
+    return header, rows, torn
+
+
+def run_committee_cases(llm: LLM, method: str, cases: Sequence[Mapping[str, Any]], *, header: Mapping[str, Any],
+                        path: Path | None = None, progress: bool = True) -> Path:
+    """Extract every case with `method` and append one JSON line per case to the saved run.
+
+    Resumable: cases already in the file are skipped, so an interrupted run continues where
+    it stopped. `header` (model, fingerprint, command, ...) starts a new file; resuming a file
+    whose model or fingerprint differs raises instead of mixing two runs, and a file with rows
+    but no header is refused. A last line cut short by a kill is dropped (and said so).
+    """
+    from tqdm.auto import tqdm
+
+    path = path or committee_run_path(method)
+    existing, rows, torn = _read_committee_run(path)
+    if rows and existing is None:
+        raise ValueError(f"{path} holds {len(rows)} rows but no header line; it is left as it is: "
+                         "restore its header or move it away")
+    if existing is not None:
+        changed = [key for key in ("model", "fingerprint") if existing.get(key) != header.get(key)]
+        if changed:
+            raise ValueError(f"{path} was made with another {' and '.join(changed)}; move it away to start afresh")
+    if torn:
+        kept = path.read_text(encoding="utf-8")
+        path.write_text(kept[: kept.rfind("\n") + 1], encoding="utf-8")
+        print(f"{path.name}: dropped a last line cut short by an interrupted run")
+    done = {row["case"] for row in rows}
+    todo = [case for case in cases if case["id"] not in done]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        if existing is None:
+            handle.write(json.dumps({"kind": "header", **header}, sort_keys=True, ensure_ascii=False) + "\n")
+        for case in tqdm(todo, desc=f"committees {method}", disable=not progress):
+            result = extract_case(llm, case, method)
+            row = {"kind": "row", "case": case["id"], "ok": result.ok, "errors": list(result.errors),
+                   "members": None if result.members is None else [m.model_dump() for m in result.members],
+                   "calls": len(result.completions),
+                   "seconds": round(sum(c.seconds for c in result.completions), 2),
+                   "generated_tokens": sum(c.completion_tokens for c in result.completions)}
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            handle.flush()
+    return path
+
+
+@dataclass(frozen=True)
+class CommitteeRun:
+    """A saved run read back: its header, and per case id the extracted members (None: failed)."""
+
+    header: dict[str, Any]
+    members: dict[str, list[CommitteeMember] | None]
+    rows: dict[str, dict[str, Any]]
+
+
+def load_committee_run(method: str, results_dir: Path = RESULTS_DIR) -> CommitteeRun:
+    """Read the saved extractions of `method` (made by `python setup/run_committees.py`)."""
+    path = committee_run_path(method, results_dir)
+    header, rows, _ = _read_committee_run(path)
+    if header is None or not rows:
+        raise FileNotFoundError(f"{path} does not exist or holds no rows; make it with "
+                                f"`python setup/run_committees.py --method {method}`")
+    members = {row["case"]: None if row["members"] is None else [CommitteeMember(**m) for m in row["members"]]
+               for row in rows}
+    return CommitteeRun(header, members, {row["case"]: row for row in rows})
