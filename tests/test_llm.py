@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from lib.llm import (CapabilityError, EmbeddedLLM, OpenAICompatibleLLM, ServerUnavailableError,
-                     validate_messages)
+from lib.llm import CapabilityError, EmbeddedLLM, validate_messages
+from lib.openai_compatible import OpenAICompatibleLLM, ServerUnavailableError
 
 CODES = ["A-A", "A-B", "B-A", "B-B", "B-C"]
 CODE_GRAMMAR = 'root ::= "A-" [AB] | "B-" [ABC]'
@@ -172,13 +172,13 @@ def test_server_agrees_with_embedded(served: OpenAICompatibleLLM, embedded: Embe
 
 def test_greedy_shortlist_is_exact(embedded: EmbeddedLLM) -> None:
     """Checking the best 1 / 64 / 4,096 tokens first picks the same token as masking the whole vocabulary."""
-    from lib.llm import _GrammarConstraint
+    from lib.grammar import GrammarConstraint
 
     rng = np.random.default_rng(0)
     for grammar in ('root ::= "yes" | "no"', 'root ::= [a-z]+ " " [0-9]', CODE_GRAMMAR):
         for _ in range(5):
             logits = rng.normal(size=embedded._n_vocab).astype(np.float32)
-            constraint = _GrammarConstraint(embedded._llama_cpp, embedded._vocab, grammar)
+            constraint = GrammarConstraint(embedded._llama_cpp, embedded._vocab, grammar)
             try:
                 assert EmbeddedLLM._greedy(logits, constraint) == int(np.argmax(constraint.mask(logits)))
             finally:
