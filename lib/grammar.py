@@ -283,10 +283,11 @@ class GrammarConstraint:
         return view["logit"].copy()
 
     def mask_subset(self, ids: np.ndarray, logits: np.ndarray) -> np.ndarray:
-        """The logits of the candidate tokens `ids`, -inf where the grammar forbids them."""
+        """The logits of the candidate tokens `ids`, shape (len(ids),), -inf where the grammar forbids them."""
         return self._apply(ids, logits.astype(np.float32))
 
     def mask(self, logits: np.ndarray) -> np.ndarray:
+        """`logits`, shape (n_vocab,), with -inf for every token the grammar forbids at this step."""
         masked = self._apply(np.arange(len(logits), dtype=np.int32), logits.astype(np.float32))
         if not np.isfinite(masked).any():
             raise RuntimeError("the grammar allows no token at this step")

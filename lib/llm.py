@@ -177,6 +177,7 @@ class LocalMethods:
     """What every backend does the same way: local MiniLM embeddings, token counts from tokenize."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """MiniLM embeddings of `texts`, shape (len(texts), 384), unit length (`lib.embeddings.embed`)."""
         from lib.embeddings import embed
         return embed(texts)
 
@@ -478,7 +479,8 @@ class EmbeddedLLM(LocalMethods):
         return tuple((self._piece(int(t)), float(logprobs[t])) for t in best)
 
     def next_token_distribution(self, messages: Sequence[Message], *, prefix: str = "") -> np.ndarray:
-        """Log-probabilities over the whole vocabulary for the token after `prefix` (embedded only)."""
+        """Log-probabilities, shape (n_vocab,), over the whole vocabulary for the token after `prefix`
+        (embedded only)."""
         ids, shared = self.prompt_ids(validate_messages(messages), prefix)
         self.evaluate(ids, shared, reserve=0)
         return log_softmax(self._last_logits())

@@ -9,7 +9,12 @@ interrupted run continues where it stopped and ends with the same file as an uni
 one. A file written with another model or prompt is never mixed in: resuming it raises.
 
 `load_results` returns a DataFrame with text, label, pred, confidence, correct and the
-per-option probabilities, one row per message in split order.
+per-option probabilities, one row per message in split order. What the notebooks need to
+choose and read runs lives here too, so every notebook follows one rule: `run_table` (how far
+each run got), `complete_methods` (the methods whose runs reached every message),
+`confidence_signals` and `CONFIDENCE_KINDS` (knn's confidence is a margin, not a probability),
+`option_scores` (each step's option scores, for temperature scaling), and the method names
+once (`METHODS`, `LLM_METHODS`, `BASELINE_METHODS`, taken from the deciders themselves).
 
 `run_items` and `load_item_run` keep the same discipline (header, resumable rows, never mixed)
 for the smaller runs over a list of items that notebooks 06, 07 and 13 read (`lib.question_runs`).

@@ -59,6 +59,29 @@ def test_next_token_logprobs_sum_to_one(embedded: EmbeddedLLM) -> None:
     assert abs(np.exp(logprobs).sum() - 1.0) < 1e-4
 
 
+def test_a_continuation_reads_what_a_prefix_reads(embedded: EmbeddedLLM) -> None:
+    """Decoding "A" then "-" after the prompt gives the distribution a prefix "A-" gives, up to the
+    rounding of another batch split; the prompt's own distribution is the same computation."""
+    messages = _ask("where is my new card?")
+    steps = embedded.continuation(messages, reserve=4)
+    assert np.array_equal(steps.first, embedded.next_token_distribution(messages))
+    steps = embedded.continuation(messages, reserve=4)
+    after = steps.after(embedded.token_ids("A") + embedded.token_ids("-"))
+    with_prefix = embedded.next_token_distribution(messages, prefix="A-")
+    best = np.argsort(-with_prefix)[:5]
+    assert np.argmax(after) == np.argmax(with_prefix)
+    assert np.abs(np.exp(after[best]) - np.exp(with_prefix[best])).max() < 0.03
+
+
+def test_fit_to_context_shortens_only_the_last_message(embedded: EmbeddedLLM) -> None:
+    short = _ask("my card has not arrived")
+    assert embedded.fit_to_context(short, reserve=16) == short
+    long = _ask("where is my card? " * 2000)
+    fitted = embedded.fit_to_context(long, reserve=16)
+    assert fitted[0] == long[0] and long[1]["content"].startswith(fitted[1]["content"])
+    assert len(embedded.prompt_ids(fitted)[0]) + 16 <= embedded.n_ctx
+
+
 def test_scores_match_the_full_distribution(embedded: EmbeddedLLM) -> None:
     messages = _ask("I topped up but the money is not there")
     result = embedded.next_token_logprobs(messages, top_k=5, score_tokens=["A", "B"])
