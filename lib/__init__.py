@@ -1,10 +1,12 @@
 """The workbook's shared package: every helper a notebook needs lives here, with a unit test.
 
-One module per idea. The model: `llm` (backends), `recording` (record/replay), `model_file`,
-`embeddings`, `checklist`. Part I: `datasets`, `retrieval`, `quotes`, `structured`, `grounding`,
-`extraction` (committee facts read by the model), `rules` (the committee rules in Python and Z3).
-Part II: `grammar`, `code_steps`, `logprobs`, `decisions`, `runs`, `semantic_entropy`.
-Part III: `calibration`, `selective`, `routing`, `plots`. And `exercises` for every notebook.
+One module per idea (lib/README.md has a line on each). The model: `llm` (the API and the
+embedded backend), `openai_compatible` (the server backend), `recording` (record/replay),
+`model_file`, `embeddings`, `hashing`, `checklist`, `source`. Part I: `datasets`, `text`,
+`retrieval`, `quotes`, `structured`, `grounding`, `extraction` (committee facts read by
+the model), `rules` (the committee rules in Python and Z3). Part II: `grammar`, `code_steps`,
+`logprobs`, `decisions`, `runs`, `question_runs`, `semantic_entropy`. Part III: `calibration`,
+`selective`, `routing`, `plots`, `assistant`. And `exercises` for every notebook.
 Notebooks start with `from lib import get_llm`.
 """
 from lib.recording import get_llm

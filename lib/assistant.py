@@ -63,7 +63,7 @@ from lib.llm import LLM, Completion, Message
 from lib.logprobs import perplexity, renormalize
 from lib.quotes import render_verdicts
 from lib.routing import Action
-from lib.semantic_entropy import matches_gold
+from lib.text import matches_gold
 
 __all__ = [
     "DECISIONS",
@@ -559,7 +559,7 @@ def answer_is_right(trace: Trace, question_type: str, gold: str | None, *, max_g
 
     - The question is not answerable (unanswerable or out of scope): any answer is wrong.
     - Answerable with a short gold answer (at most `max_gold_words` words): right when
-      `lib.semantic_entropy.matches_gold(answer, gold)`: the normalised gold occurs in the
+      `lib.text.matches_gold(answer, gold)`: the normalised gold occurs in the
       normalised answer as whole words ("48 credits in total" matches "48 credits"; "three
       weeks" matches "3 weeks"; "at least four" does not match "four or more").
     - Answerable with a longer or missing gold answer, or no answer text: None (not judged).

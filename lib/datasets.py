@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,3 +187,79 @@ def load_questions(split: str | None = None, path: Path = CORPUS_DIR / "question
 def load_scope_examples(path: Path = CORPUS_DIR / "scope_examples.txt") -> list[str]:
     """In-scope example questions for the boundary gate (one per line)."""
     return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------- label groups
+
+
+OUT_OF_SCOPE_GROUP = "out_of_scope"
+"""The group `load_label_groups("clinc150")` adds last, holding only `OUT_OF_SCOPE`."""
+_GROUP_FILES = {"banking77": "banking77_groups.json", "clinc150": "clinc150_groups.json"}
+
+
+def repeated_items(items: Iterable[str]) -> list[str]:
+    """The items that occur more than once, sorted."""
+    return sorted(item for item, count in Counter(items).items() if count > 1)
+
+
+@dataclass(frozen=True)
+class LabelGroups:
+    """A dataset's labels sorted into named groups, with a one-line description of each.
+
+    groups: group name -> its labels, in the order that `assign_codes` letters them.
+    descriptions: label -> what a user asking for this label wants.
+    group_descriptions: group name -> what the group's labels have in common.
+    """
+
+    groups: dict[str, list[str]]
+    descriptions: dict[str, str]
+    group_descriptions: dict[str, str]
+
+
+def _dataset_labels(name: str) -> list[str]:
+    """Every label of the dataset, read from the upstream files under data/."""
+    if name == "banking77":
+        return banking77_labels()
+    return [label for labels in clinc150_domains().values() for label in labels] + [OUT_OF_SCOPE]
+
+
+def load_label_groups(name: str) -> LabelGroups:
+    """Our label groups for "banking77" (8 groups) or "clinc150" (10 domains + out of scope).
+
+    Read from data/<name>_groups.json and checked against the dataset's own label list:
+    every label in exactly one group, no label that the dataset lacks.
+
+    For CLINC150 the JSON file holds the 10 upstream domains only, exactly as in
+    data/clinc150/domains.json. This function appends an 11th group, "out_of_scope",
+    holding the single label "oos", so that `assign_codes` gives out-of-scope a code of
+    its own (K-A) that a model can answer. It comes last, so the in-scope codes are the
+    same with or without it.
+    """
+    if name not in _GROUP_FILES:
+        raise ValueError(f"name must be one of {sorted(_GROUP_FILES)}, got {name!r}")
+    path = DATA_DIR / _GROUP_FILES[name]
+    entries = json.loads(path.read_text(encoding="utf-8"))["groups"]
+    groups: dict[str, list[str]] = {}
+    descriptions: dict[str, str] = {}
+    group_descriptions: dict[str, str] = {}
+    for entry in entries:
+        groups[entry["name"]] = [intent["label"] for intent in entry["intents"]]
+        group_descriptions[entry["name"]] = entry["description"]
+        descriptions.update((intent["label"], intent["description"]) for intent in entry["intents"])
+    if len(groups) != len(entries):
+        raise ValueError(f"{path} repeats group names: {repeated_items(entry['name'] for entry in entries)}")
+    if name == "clinc150":
+        groups[OUT_OF_SCOPE_GROUP] = [OUT_OF_SCOPE]
+        group_descriptions[OUT_OF_SCOPE_GROUP] = "Anything outside the ten domains; the assistant cannot help."
+        descriptions[OUT_OF_SCOPE] = "Asks for something that none of the 150 intents covers."
+    grouped = [label for labels in groups.values() for label in labels]
+    expected = _dataset_labels(name)
+    problems = {
+        "in more than one group": repeated_items(grouped),
+        "missing": sorted(set(expected) - set(grouped)),
+        "not in the dataset": sorted(set(grouped) - set(expected)),
+    }
+    found = {problem: labels for problem, labels in problems.items() if labels}
+    if found:
+        raise ValueError(f"{path} does not cover the {name} labels exactly once: {found}")
+    return LabelGroups(groups, descriptions, group_descriptions)

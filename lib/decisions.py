@@ -1,6 +1,6 @@
 """Intent decisions with a confidence: the same question answered four ways.
 
-Every decider maps one customer message to a `Decision`: a label that is always one of the
+Every decider maps one customer message to an `IntentDecision`: a label that is always one of the
 task's labels (whatever the message says), a confidence in [0, 1], the probabilities
 behind it, and the time it took. Notebooks 06-12 compare these on saved results
 (`lib.runs`).
@@ -37,10 +37,12 @@ from typing import Any, Literal, Protocol, Sequence
 import numpy as np
 import pandas as pd
 
-from lib.datasets import OUT_OF_SCOPE
-from lib.grammar import LabelGroups, assign_codes, gbnf_for_codes, letters
-from lib.llm import CapabilityError, EmbeddedLLM, Message, fingerprint, validate_messages
-from lib.logprobs import log_softmax, renormalize
+from lib.datasets import OUT_OF_SCOPE, LabelGroups
+from lib.grammar import assign_codes, gbnf_for_codes, letters
+from lib.hashing import fingerprint
+from lib.llm import CapabilityError, EmbeddedLLM, Message, validate_messages
+from lib.logprobs import renormalize
+from lib.recording import RecordedLLM
 
 DEFAULT_TOP_LOGPROBS = 20
 """Top candidates asked of a server per step (its usual maximum)."""
@@ -57,7 +59,7 @@ def significant(value: float, digits: int = 6) -> float:
 
 
 @dataclass(frozen=True)
-class Step:
+class DecisionStep:
     """One choice the model made: the options offered, their renormalised probabilities, the off-label mass."""
 
     name: str
@@ -67,7 +69,7 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Decision:
+class IntentDecision:
     """One message's decision.
 
     label: always one of the task's labels. code: what the model answered ("C-F", a letter,
@@ -81,7 +83,7 @@ class Decision:
     label: str
     code: str
     confidence: float
-    steps: tuple[Step, ...]
+    steps: tuple[DecisionStep, ...]
     off_label_mass: float
     candidates: tuple[str, ...]
     candidate_probs: tuple[float, ...]
@@ -96,21 +98,21 @@ class Decider(Protocol):
     fingerprint: str
     thread_safe: bool
 
-    def decide(self, text: str) -> Decision: ...
+    def decide(self, text: str) -> IntentDecision: ...
 
 
 def embedded_backend(llm: Any) -> EmbeddedLLM | None:
     """The in-process model behind `llm` when we may drive it directly (live mode), else None."""
     if isinstance(llm, EmbeddedLLM):
         return llm
-    if getattr(llm, "mode", None) == "live" and llm.config.backend == "embedded":
-        return llm.backend
+    if isinstance(llm, RecordedLLM) and llm.backend_name == "embedded":
+        return llm.live_backend()
     return None
 
 
 def runs_in_process(llm: Any) -> bool:
     """Whether `llm` is the embedded model, which serves one request at a time."""
-    return isinstance(llm, EmbeddedLLM) or getattr(getattr(llm, "config", None), "backend", None) == "embedded"
+    return getattr(llm, "backend_name", None) == "embedded"
 
 
 def _clean_message(text: str) -> str:
@@ -120,7 +122,7 @@ def _clean_message(text: str) -> str:
     return text.strip()[:MAX_MESSAGE_CHARS]
 
 
-def _off_label_total(steps: Sequence[Step]) -> float:
+def _off_label_total(steps: Sequence[DecisionStep]) -> float:
     kept = np.prod([1.0 - s.off_label_mass for s in steps]) if steps else 1.0
     return float(np.clip(1.0 - kept, 0.0, 1.0))
 
@@ -129,84 +131,9 @@ def _aligned(probs: dict[str, float], options: Sequence[str]) -> np.ndarray:
     return np.array([probs.get(option, 0.0) for option in options], dtype=np.float64)
 
 
-class _Steps:
-    """Evaluate a prompt once on the embedded model, then read the next-token distribution
-    after any short continuation, decoding only the tokens not already in the cache.
-
-    This uses the embedded backend's internals (token ids and the llama context) so that a
-    multi-step answer costs one prompt evaluation plus one decoding step per token, as a
-    generation would; the backend's shared-prefix cache stays valid because only
-    positions after the prompt are written.
-    """
-
-    def __init__(self, backend: EmbeddedLLM, messages: list[Message], reserve: int = 16) -> None:
-        ids, shared = backend._prompt_ids(messages, "")
-        backend._evaluate(ids, shared, reserve=reserve)
-        self._backend = backend
-        self._length = len(ids)
-        self._pushed: list[int] = []
-        self.first = log_softmax(backend._last_logits())
-
-    def after(self, tokens: Sequence[int]) -> np.ndarray:
-        """Log-probabilities of the next token after the prompt plus `tokens`."""
-        tokens = list(tokens)
-        if not tokens:
-            return self.first
-        common = 0
-        while common < min(len(tokens), len(self._pushed)) and tokens[common] == self._pushed[common]:
-            common += 1
-        if common == len(tokens):  # the logits we need were overwritten: decode the last token again
-            common -= 1
-        llama = self._backend._llama
-        llama.n_tokens = self._length + common
-        for token in tokens[common:]:
-            llama.eval([token])
-        self._pushed = tokens
-        return log_softmax(self._backend._last_logits())
-
-
-def _distributions_sharing_a_prefix(backend: EmbeddedLLM, requests: Sequence[list[Message]],
-                                    reserve: int) -> list[np.ndarray]:
-    """Next-token log-probabilities for requests that differ only at the end of their last message.
-
-    The tokens every request shares (after the backend's cached prefix) are evaluated once,
-    then each request's own tail; the shortlist asks its options with the customer message
-    and again with the content-free message, so this halves its cost. The split depends only
-    on the requests, never on what was asked before, so the numbers are reproducible.
-    """
-    encoded = [backend._prompt_ids(messages, "") for messages in requests]
-    first, shared = encoded[0]
-    common = min(len(ids) for ids, _ in encoded) - 1  # every request keeps at least its last token
-    for ids, _ in encoded[1:]:
-        common = next((i for i in range(common) if ids[i] != first[i]), common)
-    if common <= shared or len(encoded) == 1:
-        distributions = []
-        for ids, own_shared in encoded:
-            backend._evaluate(ids, own_shared, reserve=reserve)
-            distributions.append(log_softmax(backend._last_logits()))
-        return distributions
-    longest = max(len(ids) for ids, _ in encoded)  # _evaluate checks that the longest request fits
-    backend._evaluate(first[:common], shared, reserve=reserve + longest - common)
-    distributions = []
-    for ids, _ in encoded:
-        backend._llama.n_tokens = common
-        backend._llama.eval(ids[common:])
-        distributions.append(log_softmax(backend._last_logits()))
-    return distributions
-
-
 def _fit_to_context(backend: EmbeddedLLM | None, messages: list[Message], reserve: int) -> list[Message]:
-    """Shorten the last message until the prompt fits the embedded model's context."""
-    if backend is None:
-        return messages
-    while True:
-        ids, _ = backend._prompt_ids(messages, "")
-        excess = len(ids) + reserve - backend.n_ctx
-        text = messages[-1]["content"]
-        if excess <= 0 or not text:
-            return messages
-        keep = max(0, len(text) - max(16, 4 * excess))
-        messages = messages[:-1] + [{"role": messages[-1]["role"], "content": text[:keep]}]
+    """Shorten the last message until the prompt fits the embedded model's context (other backends: as is)."""
+    return messages if backend is None else backend.fit_to_context(messages, reserve=reserve)
 
 
 # --------------------------------------------------------------------------- full list
@@ -255,7 +182,7 @@ class FullListDecider:
     def messages(self, text: str) -> list[Message]:
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": _clean_message(text)}]
 
-    def decide(self, text: str) -> Decision:
+    def decide(self, text: str) -> IntentDecision:
         start = time.perf_counter()
         messages = _fit_to_context(self._backend, self.messages(text), reserve=16)
         if self._backend is not None:
@@ -266,7 +193,7 @@ class FullListDecider:
         p_group = group_step.probs[group_step.options.index(group)]
         p_intent = intent_step.probs[intent_step.options.index(intent)]
         steps = (group_step, intent_step)
-        return Decision(
+        return IntentDecision(
             label=self.codes[code], code=code, confidence=significant(p_group * p_intent), steps=steps,
             off_label_mass=significant(_off_label_total(steps)),
             candidates=tuple(self.codes[f"{group}-{letter}"] for letter in intent_step.options),
@@ -275,14 +202,14 @@ class FullListDecider:
             details={"p_group": significant(p_group), "p_intent": significant(p_intent), **details})
 
     @staticmethod
-    def _step(name: str, probs: dict[str, float], off: float, options: Sequence[str]) -> Step:
+    def _step(name: str, probs: dict[str, float], off: float, options: Sequence[str]) -> DecisionStep:
         """A step over `options`; those missing from the candidates get probability 0."""
-        return Step(name, tuple(options), tuple(significant(p) for p in _aligned(probs, options)),
+        return DecisionStep(name, tuple(options), tuple(significant(p) for p in _aligned(probs, options)),
                     significant(off))
 
-    def _exact(self, messages: list[Message]) -> tuple[Step, Step, str, dict[str, Any]]:
+    def _exact(self, messages: list[Message]) -> tuple[DecisionStep, DecisionStep, str, dict[str, Any]]:
         backend = self._backend
-        steps = _Steps(backend, messages, reserve=4)
+        steps = backend.continuation(messages, reserve=4)
         group_candidates = _letter_candidates(backend, steps.first, self.group_letters)
         group_probs, group_off = renormalize(group_candidates, self.group_letters)
         group = max(self.group_letters, key=lambda letter: group_probs.get(letter, 0.0))
@@ -302,7 +229,7 @@ class FullListDecider:
                 self._step("intent", intent_probs, intent_off, intents), f"{group}-{intent}",
                 {"three_token_share": significant(share)})
 
-    def _generated(self, messages: list[Message]) -> tuple[Step, Step, str, dict[str, Any]]:
+    def _generated(self, messages: list[Message]) -> tuple[DecisionStep, DecisionStep, str, dict[str, Any]]:
         """Grammar-constrained generation; each step's top candidates renormalised over its letters."""
         completion = self.llm.chat(messages, max_tokens=3, grammar=self.grammar, top_logprobs=self.top_logprobs)
         code = completion.text.strip()
@@ -399,10 +326,10 @@ class NearestNeighbourDecider:
         self.k = k
         self.fingerprint = fingerprint({"method": self.method, "pool": retriever.pool_fingerprint, "k": k})
 
-    def decide(self, text: str) -> Decision:
+    def decide(self, text: str) -> IntentDecision:
         return self.decide_many([text])[0]
 
-    def decide_many(self, texts: Sequence[str]) -> list[Decision]:
+    def decide_many(self, texts: Sequence[str]) -> list[IntentDecision]:
         """Decisions for many messages, embedded in one batch (seconds: the batch's time per message)."""
         start = time.perf_counter()
         vectors = self.retriever._embed([_clean_message(text) for text in texts])
@@ -410,11 +337,11 @@ class NearestNeighbourDecider:
         seconds = (time.perf_counter() - start) / max(len(texts), 1)
         return [replace(decision, seconds=seconds) for decision in decisions]
 
-    def _decision(self, vector: np.ndarray) -> Decision:
+    def _decision(self, vector: np.ndarray) -> IntentDecision:
         nearest = self.retriever.nearest_to_vector(vector, self.k)
         similarity = nearest[0][1]
         margin = similarity - nearest[1][1] if len(nearest) > 1 else similarity
-        return Decision(label=nearest[0][0], code="", confidence=significant(float(np.clip(margin, 0, 1))),
+        return IntentDecision(label=nearest[0][0], code="", confidence=significant(float(np.clip(margin, 0, 1))),
                         steps=(), off_label_mass=0.0, candidates=tuple(label for label, _ in nearest),
                         candidate_probs=tuple(significant(s) for _, s in nearest), seconds=0.0,
                         details={"similarity": significant(similarity), "margin": significant(margin)})
@@ -438,10 +365,10 @@ class LogRegDecider:
         self.fingerprint = fingerprint({"method": self.method, "C": c,
                                         "pool": [pool["text"].tolist(), pool["label"].tolist()]})
 
-    def decide(self, text: str) -> Decision:
+    def decide(self, text: str) -> IntentDecision:
         return self.decide_many([text])[0]
 
-    def decide_many(self, texts: Sequence[str]) -> list[Decision]:
+    def decide_many(self, texts: Sequence[str]) -> list[IntentDecision]:
         """Decisions for many messages, embedded in one batch (seconds: the batch's time per message)."""
         start = time.perf_counter()
         all_probs = self.model.predict_proba(self._embed([_clean_message(text) for text in texts]))
@@ -449,7 +376,7 @@ class LogRegDecider:
         for probs in all_probs:
             order = np.argsort(-probs, kind="stable")[: self.top]
             labels = tuple(str(self.model.classes_[i]) for i in order)
-            decisions.append(Decision(label=labels[0], code="", confidence=significant(float(probs[order[0]])),
+            decisions.append(IntentDecision(label=labels[0], code="", confidence=significant(float(probs[order[0]])),
                                       steps=(), off_label_mass=0.0, candidates=labels,
                                       candidate_probs=tuple(significant(float(probs[i])) for i in order),
                                       seconds=0.0))
@@ -500,7 +427,7 @@ def shortlist_probabilities(orders: np.ndarray, content_free: np.ndarray | None 
                             debias: Debias = "calibrate", keep: np.ndarray | None = None) -> np.ndarray:
     """Option probabilities after a debiasing choice, from per-ordering probabilities.
 
-    orders: (n_orders, n_options) probabilities, each row aligned to the same candidate
+    orders: shape (n_orders, n_options), probabilities, each row aligned to the same candidate
     list (not to letters). "none": the first ordering only; "permute": the mean over
     orderings; "calibrate": contextual calibration per ordering (leaving the options in
     `keep` uncorrected, see `contextual_calibration`), then the mean.
@@ -636,7 +563,7 @@ class ShortlistDecider:
         allowed = letters(len(shown))
         if self._backend is not None:  # the options are evaluated once for all the messages
             candidate_lists = [_letter_candidates(self._backend, logprobs, allowed)
-                               for logprobs in _distributions_sharing_a_prefix(self._backend, requests, reserve=32)]
+                               for logprobs in self._backend.next_token_distributions(requests, reserve=32)]
         else:
             candidate_lists = [list(self.llm.next_token_logprobs(messages, top_k=self.top_logprobs).top)
                                for messages in requests]
@@ -648,18 +575,18 @@ class ShortlistDecider:
 
     def _name_probs(self, shown: Sequence[str], messages: list[Message]) -> tuple[np.ndarray, float]:
         backend = self._backend
-        steps = _Steps(backend, messages, reserve=32)
-        end = backend._token_ids("<|im_end|>", special=True)[-1]  # the reply ends after the name
+        steps = backend.continuation(messages, reserve=32)
+        end = backend.token_ids("<|im_end|>", special=True)[-1]  # the reply ends after the name
         logprobs = []
         for label in shown:
-            ids = backend._token_ids(self._reply(shown, label), special=False) + [end]
+            ids = backend.token_ids(self._reply(shown, label)) + [end]
             total = sum(float(steps.after(ids[:i])[token]) for i, token in enumerate(ids))
             logprobs.append(total)
         logprobs = np.array(logprobs)
         off = float(np.clip(-np.expm1(np.logaddexp.reduce(logprobs)), 0.0, 1.0))
         return np.exp(logprobs - np.logaddexp.reduce(logprobs)), off
 
-    def decide(self, text: str) -> Decision:
+    def decide(self, text: str) -> IntentDecision:
         start = time.perf_counter()
         message = _clean_message(text)
         nearest = self.retriever.nearest_intents(message, self.k)
@@ -681,9 +608,9 @@ class ShortlistDecider:
         final = shortlist_probabilities(np.array(order_probs), np.array(content_free) if content_free else None,
                                         self.debias)
         best = int(np.argmax(final))
-        step = Step("option", tuple(candidates), tuple(significant(p) for p in final),
+        step = DecisionStep("option", tuple(candidates), tuple(significant(p) for p in final),
                     significant(float(np.mean(offs))))
-        return Decision(
+        return IntentDecision(
             label=candidates[best], code=letters(len(candidates))[orders[0].index(best)],
             confidence=significant(float(final[best])), steps=(step,), off_label_mass=step.off_label_mass,
             candidates=tuple(candidates), candidate_probs=step.probs, seconds=time.perf_counter() - start,

@@ -89,7 +89,7 @@ class SavedEmbeddings:
 
     Args:
         path: the .npz file (created on the first miss).
-        embed_texts: `embed_texts(texts) -> array [len(texts), dim]`; MiniLM by default.
+        embed_texts: `embed_texts(texts)` returns vectors of shape (len(texts), dim); MiniLM by default.
         model_id: identifies the model behind `embed_texts`; MiniLM's `model_fingerprint()`
             by default (a custom `embed_texts` needs its own `model_id`).
     """

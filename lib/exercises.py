@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from lib.text import normalize_text
+
 
 @dataclass(frozen=True)
 class Exercise:
@@ -62,9 +64,10 @@ def check(exercise_id: str, answer: Any) -> None:
 
 
 def _normalized(text: Any) -> str:
+    """A typed answer as it is compared: `lib.text.normalize_text`, without surrounding quote marks."""
     if not isinstance(text, str):
         raise TypeError("expected a string")
-    return " ".join(text.strip().strip("'\"`").split()).lower()
+    return normalize_text(text).strip("'\"` ")
 
 
 def _close(value: Any, expected: float, *, tolerance: float) -> bool:
@@ -250,7 +253,7 @@ def _number_words_match(answer: Any) -> bool:
 @exercise("nb05-ex1", hint="Count every reply the lazy grammar allows (group letters times intent letters), then "
           "take away the replies that are real codes.", expects="a whole number of replies")
 def _lazy_grammar_invalid_codes(answer: Any) -> bool:
-    from lib.grammar import load_label_groups
+    from lib.datasets import load_label_groups
 
     if isinstance(answer, bool) or float(answer) != int(answer):
         raise ValueError("expected a whole number")

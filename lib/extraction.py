@@ -394,7 +394,7 @@ def committee_run_path(method: str, results_dir: Path = RESULTS_DIR) -> Path:
 def committee_prompt_fingerprint(method: str) -> str:
     """A hash of everything that shapes `method`'s requests: prompts, questions, schemas, departments."""
     from lib.grammar import schema_for_model
-    from lib.llm import fingerprint
+    from lib.hashing import fingerprint
 
     if method == "one-call":
         return fingerprint({"system": EXTRACTION_SYSTEM_PROMPT, "schema": schema_for_model(CommitteeExtraction)})

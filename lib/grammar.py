@@ -12,38 +12,33 @@ What is here:
 - `assign_codes`, `letters`, `parse_code`: labels to codes and back.
 - `gbnf_for_codes`, `gbnf_for_options`: GBNF grammars (llama.cpp syntax) allowing
   exactly the given codes or strings, with nothing before or after them.
-- `enum_schema`, `schema_for_model`: JSON schemas for llama.cpp's JSON-schema-to-grammar
+- `schema_for_model`: JSON schemas for llama.cpp's JSON-schema-to-grammar
   converter (`response_format={"type": "json_object", "schema": ...}`).
-- `load_label_groups`: our grouping of BANKING77 and CLINC150 labels, with a one-line
-  description of every group and label (data/banking77_groups.json,
-  data/clinc150_groups.json; the reasoning is in data/LABEL_GROUPS.md).
+- `check_grammar`, `GrammarConstraint`: llama.cpp's own parser and sampler for a GBNF
+  grammar (the embedded backend's constrained generation, `lib.llm`).
+
+The label groups the codes are built from (`LabelGroups`, `load_label_groups`) live with
+the datasets, in `lib.datasets`.
 """
 from __future__ import annotations
 
-import json
+import ctypes
 import re
 import string
-from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pydantic
 
-from lib.datasets import DATA_DIR
+from lib.datasets import repeated_items
 
 MAX_LETTERS = 26
 """A–Z: the most groups, intents per group or lettered options we can name."""
 
-OUT_OF_SCOPE_GROUP = "out_of_scope"
-OUT_OF_SCOPE_LABEL = "oos"
-"""CLINC150's out-of-scope label; `load_label_groups("clinc150")` adds it as the last group."""
-
 _CODE_PATTERN = re.compile(r"[A-Z]-[A-Z]")
 
 _GBNF_STRING_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-_GROUP_FILES = {"banking77": "banking77_groups.json", "clinc150": "clinc150_groups.json"}
 
 # Keywords that only annotate a schema. llama-cpp-python's converter ignores them when a
 # node also says what it holds ("type", "enum", "$ref", ...), but a node made only of
@@ -62,11 +57,6 @@ def letters(n: int) -> list[str]:
     if not 0 <= n <= MAX_LETTERS:
         raise ValueError(f"n must be between 0 and {MAX_LETTERS} (one letter each), got {n}")
     return list(string.ascii_uppercase[:n])
-
-
-def _duplicates(items: Iterable[str]) -> list[str]:
-    """The items that occur more than once, sorted."""
-    return sorted(item for item, count in Counter(items).items() if count > 1)
 
 
 def assign_codes(groups: dict[str, list[str]]) -> dict[str, str]:
@@ -93,7 +83,7 @@ def assign_codes(groups: dict[str, list[str]]) -> dict[str, str]:
             )
         for intent_letter, label in zip(letters(len(labels)), labels):
             codes[f"{group_letter}-{intent_letter}"] = label
-    repeated = _duplicates(codes.values())
+    repeated = repeated_items(codes.values())
     if repeated:
         raise ValueError(
             f"groups lists these labels more than once: {repeated}; each label needs exactly one code"
@@ -131,7 +121,7 @@ def gbnf_for_codes(codes: Iterable[str]) -> str:
     malformed = [code for code in code_list if not _CODE_PATTERN.fullmatch(code)]
     if malformed:
         raise ValueError(f"codes must look like 'C-F' (capital letter, '-', capital letter); got {malformed}")
-    repeated = _duplicates(code_list)
+    repeated = repeated_items(code_list)
     if repeated:
         raise ValueError(f"codes lists these more than once: {repeated}")
     intent_letters: dict[str, list[str]] = {}
@@ -172,7 +162,7 @@ def _check_options(options: Sequence[str]) -> None:
     empty = [index for index, option in enumerate(options) if not option]
     if empty:
         raise ValueError(f"options at positions {empty} are empty strings; every option needs text")
-    repeated = _duplicates(options)
+    repeated = repeated_items(options)
     if repeated:
         raise ValueError(f"options lists these more than once: {repeated}")
 
@@ -186,31 +176,6 @@ def gbnf_for_options(options: Sequence[str]) -> str:
     """
     _check_options(options)
     return "root ::= " + " | ".join(_gbnf_string_literal(option) for option in options)
-
-
-def enum_schema(options: Sequence[str], field: str = "label") -> dict[str, Any]:
-    """A JSON schema for an object with one required string `field` that is one of `options`.
-
-    For example enum_schema(["yes", "no"], field="answer") allows exactly {"answer": "yes"}
-    and {"answer": "no"} (up to whitespace between the JSON tokens).
-
-    Options may not contain '"' or '\\': llama-cpp-python's converter (0.3.x) escapes
-    neither correctly inside enum values, so the grammar it builds would be broken.
-    """
-    if not field:
-        raise ValueError("field is empty; the object needs a property name")
-    _check_options(options)
-    unescapable = [option for option in options if '"' in option or "\\" in option]
-    if unescapable:
-        raise ValueError(
-            f"options {unescapable} contain '\"' or '\\', which llama-cpp-python's schema converter mis-escapes"
-        )
-    return {
-        "type": "object",
-        "properties": {field: {"type": "string", "enum": list(options)}},
-        "required": [field],
-        "additionalProperties": False,
-    }
 
 
 def _without_annotations(schema: Any) -> Any:
@@ -267,65 +232,69 @@ def schema_for_model(model: type[pydantic.BaseModel]) -> dict[str, Any]:
     return schema
 
 
-@dataclass(frozen=True)
-class LabelGroups:
-    """A dataset's labels sorted into named groups, with a one-line description of each.
+# --------------------------------------------------------------------------- grammars in llama.cpp
 
-    groups: group name -> its labels, in the order that `assign_codes` letters them.
-    descriptions: label -> what a user asking for this label wants.
-    group_descriptions: group name -> what the group's labels have in common.
+
+def check_grammar(grammar: str) -> None:
+    """Raise ValueError unless llama.cpp's own parser accepts `grammar` (GBNF with a 'root' rule).
+
+    Checked locally, before any request: an empty grammar would be ignored silently, and a
+    malformed one can bring a llama.cpp server down. The parser needs no model (grammars that
+    name tokens, like <|im_end|>, need one and are refused here).
+    """
+    if not isinstance(grammar, str):
+        raise TypeError(f"grammar must be a string of GBNF rules, got {type(grammar).__name__}")
+    if not grammar.strip():
+        raise ValueError("the grammar is empty; give GBNF rules with a 'root' rule, or grammar=None for free text")
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(None, grammar.encode("utf-8"), b"root")
+    if not sampler:
+        raise ValueError("llama.cpp could not parse this GBNF grammar (it needs a 'root' rule):\n" + grammar[:500])
+    llama_cpp.llama_sampler_free(sampler)
+
+
+class GrammarConstraint:
+    """A llama.cpp GBNF grammar sampler applied to raw logits (-inf where the grammar forbids).
+
+    The embedded backend's constrained generation (`lib.llm.EmbeddedLLM.chat`): `llama_cpp`
+    is the imported module and `vocab` the model's vocabulary, so this module needs neither.
     """
 
-    groups: dict[str, list[str]]
-    descriptions: dict[str, str]
-    group_descriptions: dict[str, str]
+    def __init__(self, llama_cpp: Any, vocab: Any, grammar: str) -> None:
+        self._llama_cpp = llama_cpp
+        self._sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
+        if not self._sampler:
+            raise ValueError("llama.cpp could not parse this GBNF grammar (it needs a 'root' rule):\n"
+                             + grammar[:500])
 
+    def _apply(self, ids: np.ndarray, logits: np.ndarray) -> np.ndarray:
+        llama_cpp = self._llama_cpp
+        data = (llama_cpp.llama_token_data * len(ids))()
+        view = np.ctypeslib.as_array(data)
+        view["id"] = ids
+        view["logit"] = logits
+        view["p"] = 0.0
+        array = llama_cpp.llama_token_data_array(data=data, size=len(ids), selected=-1, sorted=False)
+        llama_cpp.llama_sampler_apply(self._sampler, ctypes.byref(array))
+        if array.size != len(ids) or not np.array_equal(view["id"], ids):
+            raise RuntimeError("llama.cpp's grammar sampler reordered the candidates; "
+                               "this llama-cpp-python version is not supported")
+        return view["logit"].copy()
 
-def _dataset_labels(name: str) -> list[str]:
-    """Every label of the dataset, read from the upstream files under data/."""
-    if name == "banking77":
-        return json.loads((DATA_DIR / "banking77" / "categories.json").read_text(encoding="utf-8"))
-    domains = json.loads((DATA_DIR / "clinc150" / "domains.json").read_text(encoding="utf-8"))
-    return [label for labels in domains.values() for label in labels] + [OUT_OF_SCOPE_LABEL]
+    def mask_subset(self, ids: np.ndarray, logits: np.ndarray) -> np.ndarray:
+        """The logits of the candidate tokens `ids`, shape (len(ids),), -inf where the grammar forbids them."""
+        return self._apply(ids, logits.astype(np.float32))
 
+    def mask(self, logits: np.ndarray) -> np.ndarray:
+        """`logits`, shape (n_vocab,), with -inf for every token the grammar forbids at this step."""
+        masked = self._apply(np.arange(len(logits), dtype=np.int32), logits.astype(np.float32))
+        if not np.isfinite(masked).any():
+            raise RuntimeError("the grammar allows no token at this step")
+        return masked
 
-def load_label_groups(name: str) -> LabelGroups:
-    """Our label groups for "banking77" (8 groups) or "clinc150" (10 domains + out of scope).
+    def accept(self, token: int) -> None:
+        self._llama_cpp.llama_sampler_accept(self._sampler, token)
 
-    Read from data/<name>_groups.json and checked against the dataset's own label list:
-    every label in exactly one group, no label that the dataset lacks.
-
-    For CLINC150 the JSON file holds the 10 upstream domains only, exactly as in
-    data/clinc150/domains.json. This function appends an 11th group, "out_of_scope",
-    holding the single label "oos", so that `assign_codes` gives out-of-scope a code of
-    its own (K-A) that a model can answer. It comes last, so the in-scope codes are the
-    same with or without it.
-    """
-    if name not in _GROUP_FILES:
-        raise ValueError(f"name must be one of {sorted(_GROUP_FILES)}, got {name!r}")
-    path = DATA_DIR / _GROUP_FILES[name]
-    entries = json.loads(path.read_text(encoding="utf-8"))["groups"]
-    groups: dict[str, list[str]] = {}
-    descriptions: dict[str, str] = {}
-    group_descriptions: dict[str, str] = {}
-    for entry in entries:
-        groups[entry["name"]] = [intent["label"] for intent in entry["intents"]]
-        group_descriptions[entry["name"]] = entry["description"]
-        descriptions.update((intent["label"], intent["description"]) for intent in entry["intents"])
-    if len(groups) != len(entries):
-        raise ValueError(f"{path} repeats group names: {_duplicates(entry['name'] for entry in entries)}")
-    if name == "clinc150":
-        groups[OUT_OF_SCOPE_GROUP] = [OUT_OF_SCOPE_LABEL]
-        group_descriptions[OUT_OF_SCOPE_GROUP] = "Anything outside the ten domains; the assistant cannot help."
-        descriptions[OUT_OF_SCOPE_LABEL] = "Asks for something that none of the 150 intents covers."
-    grouped = [label for labels in groups.values() for label in labels]
-    expected = _dataset_labels(name)
-    problems = {
-        "in more than one group": _duplicates(grouped),
-        "missing": sorted(set(expected) - set(grouped)),
-        "not in the dataset": sorted(set(grouped) - set(expected)),
-    }
-    found = {problem: labels for problem, labels in problems.items() if labels}
-    if found:
-        raise ValueError(f"{path} does not cover the {name} labels exactly once: {found}")
-    return LabelGroups(groups, descriptions, group_descriptions)
+    def close(self) -> None:
+        self._llama_cpp.llama_sampler_free(self._sampler)

@@ -40,7 +40,8 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from lib.llm import TokenLogprob, fingerprint
+from lib.hashing import fingerprint
+from lib.llm import TokenLogprob
 from lib.runs import RESULTS_DIR, load_item_run, run_items
 
 HANDBOOK = "handbook-short-answers"
@@ -161,7 +162,7 @@ def _banking_messages(n: int, seed: int) -> list[dict[str, str]]:
 
 def _full_list(llm: Any, results_dir: Path):
     from lib.decisions import DEFAULT_TOP_LOGPROBS, FullListDecider
-    from lib.grammar import load_label_groups
+    from lib.datasets import load_label_groups
 
     full = FullListDecider(llm, load_label_groups("banking77"), exact=False)
     items = _banking_messages(N_FULL_LIST, FULL_LIST_SEED)
@@ -183,7 +184,7 @@ def letters_and_names_deciders(llm: Any) -> tuple[Any, Any, CallTimer]:
     names decider is used for its prompt (`messages`): names are generated under a grammar.
     """
     from lib.decisions import IntentRetriever, ShortlistDecider
-    from lib.grammar import load_label_groups
+    from lib.datasets import load_label_groups
     from lib.runs import training_pool
 
     timer = CallTimer(llm)
@@ -248,7 +249,7 @@ def reply_kind(reply: str, codes: dict[str, str]) -> tuple[str, str | None]:
 
 def _grammar_vs_free(llm: Any, results_dir: Path):
     from lib.decisions import FullListDecider
-    from lib.grammar import load_label_groups
+    from lib.datasets import load_label_groups
 
     full = FullListDecider(llm, load_label_groups("banking77"), exact=False)
     items = _banking_messages(N_GRAMMAR_VS_FREE, GRAMMAR_VS_FREE_SEED)
@@ -426,39 +427,17 @@ RUNS: dict[str, ItemRun] = {run.name: run for run in (
 """Every saved item run, in the order `make results` produces them (the test run needs the dev run)."""
 
 
-class _Recordings:
-    """Several notebooks' recordings read as one (replay mode only): the first that holds a request answers it."""
-
-    def __init__(self, names: Sequence[str]) -> None:
-        from lib.recording import RecordingStore
-
-        self.stores = [RecordingStore(name) for name in names]
-        self.name = " + ".join(names)
-        self.path = Path(self.stores[0].path)
-        self.header = self.stores[0].header
-        self.writing = False
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        for store in self.stores:
-            found = store.get(key)
-            if found is not None:
-                return found
-        return None
-
-
 def model_for(run: ItemRun, mode: str) -> Any:
     """The model a run uses: the configured backend live, or the run's recordings in replay mode."""
     from lib.llm import BackendConfig
-    from lib.recording import RecordedLLM, get_llm
+    from lib.recording import CombinedRecordings, RecordedLLM, get_llm
 
     if mode == "live":
         return get_llm()
     config = BackendConfig.from_environment()
-    store = _Recordings(run.recordings)
-    for one in store.stores:
-        if one.header is None or one.header.get("model") != config.identity():
-            raise ValueError(f"{one.path} is missing or was recorded with another model than {config.identity()}")
-    return RecordedLLM(config, lambda: None, store, "replay")
+    recordings = CombinedRecordings(run.recordings)
+    recordings.check_model(config.identity())
+    return RecordedLLM(config, lambda: None, recordings, "replay")
 
 
 def produce(name: str, *, mode: str = "live", llm: Any = None, results_dir: Path = RESULTS_DIR,
@@ -470,7 +449,7 @@ def produce(name: str, *, mode: str = "live", llm: Any = None, results_dir: Path
     llm = llm if llm is not None else model_for(run, mode)
     items, compute, settings = run.prepare(llm, Path(results_dir))
     command = f"python setup/run_question_runs.py --run {name}"  # live; the header's mode says how this file was made
-    return run_items(name, items, compute, model=llm.identity, backend=llm.config.backend, settings=settings,
+    return run_items(name, items, compute, model=llm.identity, backend=llm.backend_name, settings=settings,
                      mode=mode, command=command, results_dir=results_dir, progress=progress)
 
 

@@ -30,18 +30,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from lib.text import TextWithOrigins, normalize_text, normalize_with_origins
+
 QuoteKind = Literal["exact", "normalized", "elided", "not_found"]
 
 MIN_FRAGMENT_WORDS = 3
 """Each fragment of an elided quote needs this many words: shorter ones match anywhere."""
-
-_TYPOGRAPHIC_TO_ASCII = str.maketrans(
-    {
-        **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'"),  # ‘ ’ ‚ ‛ ′
-        **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033", '"'),  # “ ” „ ‟ ″
-        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),  # ‐ ‑ ‒ – — ― −
-    }
-)
 
 _ELLIPSIS = re.compile(r"(?:\[\s*+)?(?:\u2026|\.(?:\s*+\.){2,})(?:\s*+\])?")
 """An ellipsis: "…", three or more dots (spaces allowed between them), optionally in [].
@@ -83,82 +77,8 @@ class QuoteCheck:
         return self.kind != "not_found"
 
 
-@dataclass(frozen=True)
-class _NormalizedText:
-    """Normalised text plus, per character, the original span it came from.
-
-    `origin_start[k]`/`origin_end[k]` bound the original characters that produced
-    normalised character k. One original character can produce several ("ﬁ" -> "fi"),
-    and a run of whitespace produces a single space.
-    """
-
-    text: str
-    origin_start: list[int]
-    origin_end: list[int]
-
-    def is_unit_boundary(self, position: int) -> bool:
-        """Whether a match may begin or end at `position` without splitting an original character."""
-        return (
-            position in (0, len(self.text))
-            or self.origin_start[position] != self.origin_start[position - 1]
-        )
-
-
-def _fold(cluster: str) -> str:
-    """Normalise one character (with its combining marks): typographic -> ASCII, NFKC, casefold.
-
-    Characters of Unicode category No (superscript and subscript digits, circled numbers,
-    fractions) keep their compatibility form: NFKC would turn "10³" into "103", a different
-    number. Decimal digits of other widths (fullwidth "１４") are the same digits and fold.
-    """
-    ascii_punctuation = cluster.translate(_TYPOGRAPHIC_TO_ASCII)
-    form = "NFC" if unicodedata.category(cluster[0]) == "No" else "NFKC"
-    folded = unicodedata.normalize(form, ascii_punctuation).casefold()
-    return folded.translate(_TYPOGRAPHIC_TO_ASCII)
-
-
-def _normalize(text: str) -> _NormalizedText:
-    """Normalise `text` for matching and remember where each output character came from.
-
-    Works one character at a time (a base character together with the combining marks
-    that follow it), so every normalised character maps back to an exact original span.
-    """
-    characters: list[str] = []
-    origin_start: list[int] = []
-    origin_end: list[int] = []
-    position = 0
-    while position < len(text):
-        cluster_end = position + 1
-        while cluster_end < len(text) and unicodedata.combining(text[cluster_end]):
-            cluster_end += 1
-        for character in _fold(text[position:cluster_end]):
-            if not character.isspace():
-                characters.append(character)
-            elif characters and characters[-1] == " ":
-                origin_end[-1] = cluster_end  # extend the current whitespace run
-                continue
-            else:
-                characters.append(" ")
-            origin_start.append(position)
-            origin_end.append(cluster_end)
-        position = cluster_end
-    return _NormalizedText("".join(characters), origin_start, origin_end)
-
-
-_normalized_source = lru_cache(maxsize=16)(_normalize)
-"""`_normalize` for sources, cached: `verify_answer` checks many quotes against the same sections."""
-
-
-def normalize_text(text: str) -> str:
-    """The form quotes and sources are compared in: NFKC, case-folded, ASCII quotes and
-    dashes, every run of whitespace as one space, no leading or trailing space.
-
-    Useful to show *why* a quote matched, and to check that the span a `QuoteCheck`
-    points at normalises to the same text as the quote.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    return _normalize(text).text.strip()
+_normalized_source = lru_cache(maxsize=16)(normalize_with_origins)
+"""`normalize_with_origins` for sources, cached: `verify_answer` checks many quotes against the same sections."""
 
 
 def _is_word_character(character: str) -> bool:
@@ -233,7 +153,7 @@ def _not_found(reason: str) -> QuoteCheck:
     return QuoteCheck(kind="not_found", reason=reason)
 
 
-def _span_of(source: _NormalizedText, start: int, length: int) -> tuple[int, int]:
+def _span_of(source: TextWithOrigins, start: int, length: int) -> tuple[int, int]:
     """Map a normalised span back to offsets in the original text."""
     return source.origin_start[start], source.origin_end[start + length - 1]
 
@@ -249,7 +169,7 @@ def _match_exact(quote: str, source: str) -> QuoteCheck | None:
     return QuoteCheck("exact", span[0], span[1], (span,), "verbatim substring of the source")
 
 
-def _match_normalized(quote: str, source: _NormalizedText) -> QuoteCheck | None:
+def _match_normalized(quote: str, source: TextWithOrigins) -> QuoteCheck | None:
     start = next(_occurrences(source.text, quote, source.is_unit_boundary), None)
     if start is None:
         return None
@@ -258,7 +178,7 @@ def _match_normalized(quote: str, source: _NormalizedText) -> QuoteCheck | None:
     return QuoteCheck("normalized", span[0], span[1], (span,), reason)
 
 
-def _match_elided(fragments: list[str], source: _NormalizedText, max_gap: int) -> QuoteCheck:
+def _match_elided(fragments: list[str], source: TextWithOrigins, max_gap: int) -> QuoteCheck:
     """Place every fragment in order, without overlap, each gap at most `max_gap` source characters.
 
     Dynamic programming over occurrences: an occurrence of fragment i+1 is reachable when

@@ -31,8 +31,10 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from lib.llm import (BackendConfig, LocalMethods, Completion, Message, NextTokenLogprobs, TokenLogprob,
-                     fingerprint, library_versions, validate_messages)
+from lib.hashing import fingerprint
+from lib.llm import (BackendConfig, Completion, EmbeddedLLM, LocalMethods, Message, NextTokenLogprobs, TokenLogprob,
+                     library_versions, validate_messages)
+from lib.openai_compatible import OpenAICompatibleLLM
 
 RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "data" / "recordings"
 MODES = ("live", "replay", "record", "update")
@@ -213,6 +215,39 @@ class RecordingStore:
         return {**request, "messages": messages}
 
 
+class CombinedRecordings:
+    """Several recordings read as one, for replay only: the first that holds a request answers it.
+
+    A saved run over items (`lib.question_runs`) replays the answers that several notebooks
+    recorded; `RecordedLLM` reads this exactly as it reads one `RecordingStore`, and refuses
+    it in any mode that writes.
+    """
+
+    writing = False
+
+    def __init__(self, names: Sequence[str], folder: Path = RECORDINGS_DIR) -> None:
+        if not names:
+            raise ValueError("name at least one recording")
+        self.stores = [RecordingStore(name, folder) for name in names]
+        self.name = " + ".join(names)
+        self.path = self.stores[0].path
+        self.header = self.stores[0].header
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The recorded call with this key in the first recording that holds it, else None."""
+        for store in self.stores:
+            found = store.get(key)
+            if found is not None:
+                return found
+        return None
+
+    def check_model(self, identity: str) -> None:
+        """Raise ValueError unless every recording exists and was made with the model `identity`."""
+        for store in self.stores:
+            if store.header is None or store.header.get("model") != identity:
+                raise ValueError(f"{store.path} is missing or was recorded with another model than {identity}")
+
+
 class RecordedLLM(LocalMethods):
     """The model as notebooks see it: the configured backend behind the record/replay layer.
 
@@ -221,11 +256,13 @@ class RecordedLLM(LocalMethods):
     """
 
     def __init__(self, config: BackendConfig, backend_factory: Callable[[], Any],
-                 recording: RecordingStore | str | None, mode: str) -> None:
+                 recording: RecordingStore | CombinedRecordings | str | None, mode: str) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: use one of {MODES}")
         if mode != "live" and recording is None:
             raise ValueError(f"WORKBOOK_MODE={mode} needs a recording name: get_llm(recording='00-setup')")
+        if mode in WRITING_MODES and isinstance(recording, CombinedRecordings):
+            raise ValueError(f"combined recordings ({recording.name}) are read-only: use them in replay mode")
         self.mode = mode
         self.config = config
         self.identity = config.identity()
@@ -233,8 +270,21 @@ class RecordedLLM(LocalMethods):
         self._store = RecordingStore(recording) if isinstance(recording, str) else recording
 
     @property
-    def backend(self) -> Any:
-        """The live backend (created on first use; never in replay mode)."""
+    def backend_name(self) -> str:
+        """Which backend answers, "embedded" or "openai", known without loading it."""
+        return self.config.backend
+
+    def live_backend(self) -> Any | None:
+        """The backend itself when calls may bypass this layer (live mode), else None.
+
+        In the other modes every call must pass through `chat`, `next_token_logprobs` ... to
+        be recorded or replayed, so code that can drive a backend directly (the exact
+        decisions of `lib.decisions`) uses the public API there instead.
+        """
+        return self._backend() if self.mode == "live" else None
+
+    def _backend(self) -> Any:
+        """The backend (created on first use; never in replay mode)."""
         if self.mode == "replay":
             raise RuntimeError("replay mode does not load a model; set WORKBOOK_MODE=live to use it")
         return self._backend_factory()
@@ -271,7 +321,7 @@ class RecordedLLM(LocalMethods):
 
     def _call(self, method: str, request: dict[str, Any]) -> Any:
         if self.mode == "live":
-            return getattr(self.backend, method)(**request)
+            return getattr(self._backend(), method)(**request)
         if self.mode in WRITING_MODES and not self._store.writing:
             self._store.start(self._header())
         key = request_key(self.identity, method, request)
@@ -284,7 +334,7 @@ class RecordedLLM(LocalMethods):
         if earlier is not None:
             answer = _DECODERS[method](earlier)
         else:
-            answer = getattr(self.backend, method)(**request)
+            answer = getattr(self._backend(), method)(**request)
         self._store.put(key, method, request, answer)
         return answer
 
@@ -345,6 +395,14 @@ def discard_pending(folder: Path = RECORDINGS_DIR) -> list[str]:
     return names
 
 
+def create_backend(config: BackendConfig) -> EmbeddedLLM | OpenAICompatibleLLM:
+    """The backend `config` names: the embedded model (loaded now) or a client of the server."""
+    if config.backend == "openai":
+        return OpenAICompatibleLLM(config.base_url, config.model, api_key=config.api_key,
+                                   max_top_logprobs=config.max_top_logprobs)
+    return EmbeddedLLM()
+
+
 _BACKENDS: dict[BackendConfig, Any] = {}
 _RECORDED: dict[tuple[BackendConfig, str | None, str], RecordedLLM] = {}
 
@@ -362,7 +420,7 @@ def get_llm(recording: str | None = None) -> RecordedLLM:
     if cache_key not in _RECORDED:
         def backend() -> Any:
             if config not in _BACKENDS:
-                _BACKENDS[config] = config.create()
+                _BACKENDS[config] = create_backend(config)
             return _BACKENDS[config]
 
         _RECORDED[cache_key] = RecordedLLM(config, backend, recording, mode)

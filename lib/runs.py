@@ -9,7 +9,12 @@ interrupted run continues where it stopped and ends with the same file as an uni
 one. A file written with another model or prompt is never mixed in: resuming it raises.
 
 `load_results` returns a DataFrame with text, label, pred, confidence, correct and the
-per-option probabilities, one row per message in split order.
+per-option probabilities, one row per message in split order. What the notebooks need to
+choose and read runs lives here too, so every notebook follows one rule: `run_table` (how far
+each run got), `complete_methods` (the methods whose runs reached every message),
+`confidence_signals` and `CONFIDENCE_KINDS` (knn's confidence is a margin, not a probability),
+`option_scores` (each step's option scores, for temperature scaling), and the method names
+once (`METHODS`, `LLM_METHODS`, `BASELINE_METHODS`, taken from the deciders themselves).
 
 `run_items` and `load_item_run` keep the same discipline (header, resumable rows, never mixed)
 for the smaller runs over a list of items that notebooks 06, 07 and 13 read (`lib.question_runs`).
@@ -21,7 +26,7 @@ import json
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -29,14 +34,23 @@ import numpy as np
 import pandas as pd
 
 from lib.datasets import OUT_OF_SCOPE
-from lib.decisions import (Debias, Decider, Decision, FullListDecider, IntentRetriever, LogRegDecider,
+from lib.decisions import (Debias, Decider, IntentDecision, FullListDecider, IntentRetriever, LogRegDecider,
                            NearestNeighbourDecider, ShortlistDecider, shortlist_probabilities)
-from lib.llm import fingerprint, library_versions
+from lib.hashing import fingerprint
+from lib.llm import library_versions
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
 TASKS = ("banking77", "clinc150")
 SPLITS = ("calibration", "test")
-METHODS = ("full", "shortlist", "knn", "embed-logreg")
+LLM_METHODS = (FullListDecider.method, ShortlistDecider.method)
+"""The methods that ask the language model: "full" and "shortlist"."""
+BASELINE_METHODS = (NearestNeighbourDecider.method, LogRegDecider.method)
+"""The methods without a language model, on MiniLM embeddings: "knn" and "embed-logreg"."""
+METHODS = LLM_METHODS + BASELINE_METHODS
+CONFIDENCE_KINDS = {FullListDecider.method: "probability", ShortlistDecider.method: "probability",
+                    NearestNeighbourDecider.method: "margin", LogRegDecider.method: "probability"}
+"""What each method saves as `confidence`: a probability, or for knn the margin between the
+similarities of the two nearest intents (in [0, 1], but not a probability)."""
 ORDER_SEED = 2024
 """Seed of the order in which runs visit a split's messages (see `processing_order`)."""
 BATCH = 64
@@ -76,20 +90,20 @@ def make_decider(task: str, method: str, llm: Any = None, **options: Any) -> Dec
     `options` go to the decider's constructor (e.g. n_orders=3 for the shortlist). CLINC150's
     shortlist gets a "none of these" option, answered as out-of-scope.
     """
-    from lib.grammar import load_label_groups
+    from lib.datasets import load_label_groups
 
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     pool = training_pool(task)
-    if method == "embed-logreg":
+    if method == LogRegDecider.method:
         return LogRegDecider(pool, **options)
     retriever = IntentRetriever(pool)
-    if method == "knn":
+    if method == NearestNeighbourDecider.method:
         return NearestNeighbourDecider(retriever, **options)
     if llm is None:
         from lib import get_llm
         llm = get_llm()
-    if method == "full":
+    if method == FullListDecider.method:
         return FullListDecider(llm, load_label_groups(task), **options)
     options.setdefault("none_option", task == "clinc150")
     return ShortlistDecider(llm, retriever, load_label_groups(task), **options)
@@ -105,8 +119,7 @@ def _model_identity(decider: Decider) -> dict[str, Any]:
     if llm is None:
         from lib.embeddings import EMBEDDING_MODEL
         return {"model": EMBEDDING_MODEL, "backend": "local"}
-    config = getattr(llm, "config", None)
-    return {"model": llm.identity, "backend": config.backend if config is not None else llm.backend}
+    return {"model": llm.identity, "backend": llm.backend_name}
 
 
 class _ResultsFile(NamedTuple):
@@ -171,7 +184,7 @@ def _read_lines(path: Path) -> tuple[dict[str, Any] | None, dict[int, dict[str, 
     return content.header, content.rows
 
 
-def decision_row(index: int, text: str, label: str, decision: Decision) -> dict[str, Any]:
+def decision_row(index: int, text: str, label: str, decision: IntentDecision) -> dict[str, Any]:
     """One compact JSON-ready line: the message, its gold label and the decision (as `pred`)."""
     fields = asdict(decision)
     fields["pred"] = fields.pop("label")
@@ -232,7 +245,7 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
     appended to: a file without its header is refused, and an unfinished last line left by
     a kill is the only thing removed (with a warning). Returns the path of the results file.
     """
-    from lib.llm import ServerUnavailableError
+    from lib.openai_compatible import ServerUnavailableError
 
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise ValueError(f"limit must be a positive integer (messages per split), got {limit!r}")
@@ -262,7 +275,7 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
     bar = _progress(len(order), len(order) - len(todo), f"{task} {method} {split}", progress)
     failed_in_a_row, failed = 0, 0
 
-    def decide(i: int) -> Decision | Exception:
+    def decide(i: int) -> IntentDecision | Exception:
         try:
             return decider.decide(texts[i])
         except ServerUnavailableError:
@@ -271,7 +284,7 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
             return error
 
     with open(path, "a", encoding="utf-8") as handle:
-        def write(i: int, outcome: Decision | Exception) -> None:
+        def write(i: int, outcome: IntentDecision | Exception) -> None:
             nonlocal failed_in_a_row, failed
             if isinstance(outcome, Exception):
                 row = failure_row(i, texts[i], labels[i], outcome)
@@ -329,6 +342,47 @@ def _progress(total: int, initial: int, description: str, enabled: bool):
     return tqdm(total=total, initial=initial, desc=description, disable=not enabled, smoothing=0.05)
 
 
+def run_is_complete(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> bool:
+    """Whether the run of `method` reached every message of the split (decided, or saved as a failure)."""
+    content = _read_results(results_path(task, split, method, results_dir))
+    return len(set(content.rows) | set(content.failures)) == len(load_split(task, split))
+
+
+def run_table(task: str, results_dir: Path = RESULTS_DIR) -> pd.DataFrame:
+    """How far each saved run got: one row per method and split, with decided, total and share (3 decimals)."""
+    return pd.DataFrame([{"method": method, "split": split, "decided": decided, "total": total,
+                          "share": round(decided / total, 3)}
+                         for method in METHODS for split in SPLITS
+                         for decided, total in [run_progress(task, split, method, results_dir)]])
+
+
+def complete_methods(task: str, splits: Sequence[str] = SPLITS, results_dir: Path = RESULTS_DIR) -> list[str]:
+    """The methods (in `METHODS` order) whose runs on every split in `splits` are complete.
+
+    The one rule every notebook uses to choose what it compares: a method counts once its
+    run has reached every message, so no table mixes a sample with a whole split.
+    """
+    return [method for method in METHODS
+            if all(run_is_complete(task, split, method, results_dir) for split in splits)]
+
+
+def confidence_signals(frame: pd.DataFrame, method: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The confidence signals of one method's saved results, each as (confidence, correct), shape (n,) each.
+
+    A probability is named by its method. knn's saved confidence is a margin (see
+    `CONFIDENCE_KINDS`), so it is named "knn (margin)", and knn has a second signal, the
+    similarity of the nearest intent, "knn (similarity)".
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    correct = frame["correct"].to_numpy(bool)
+    confidence = frame["confidence"].to_numpy(float)
+    if CONFIDENCE_KINDS[method] == "probability":
+        return {method: (confidence, correct)}
+    return {f"{method} (margin)": (confidence, correct),
+            f"{method} (similarity)": (frame["similarity"].to_numpy(float), correct)}
+
+
 def results_header(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> dict[str, Any]:
     """The header of a results file: model, backend, versions, prompt fingerprint, date."""
     header, _ = _read_lines(results_path(task, split, method, results_dir))
@@ -383,7 +437,7 @@ def load_results(task: str, split: str, method: str, results_dir: Path = RESULTS
         row.update(row.pop("details"))
         row["candidate_probs"] = np.asarray(row["candidate_probs"])
         row["in_candidates"] = row["label"] in row["candidates"]
-        if method == "shortlist":
+        if method == ShortlistDecider.method:
             row.update(_shortlist_variants(row))
         records.append(row)
     frame = pd.DataFrame.from_records(records)
@@ -419,6 +473,85 @@ def _shortlist_variants(row: dict[str, Any]) -> dict[str, Any]:
         out[f"pred_{name}"] = row["candidates"][best]
         out[f"confidence_{name}"] = float(probs[best])
     return out
+
+
+LOG_FLOOR = 1e-12
+"""Smallest probability `option_scores` takes to a log: an option given probability 0 stays finite."""
+
+
+@dataclass(frozen=True)
+class OptionScores:
+    """One decision step of a saved results frame, ready for temperature scaling.
+
+    logprobs: per message, the scores of the options offered at this step, shape (n_options,)
+    each (log-probabilities; for knn the cosine similarities, which a softmax treats the same
+    way). labels: shape (n,), the index of the right option per message, -1 where the right
+    answer was not among the options (such rows cannot be used to fit). chosen: shape (n,),
+    the index of the option the decider chose per message.
+    """
+
+    step: str
+    logprobs: list[np.ndarray]
+    labels: np.ndarray
+    chosen: np.ndarray
+
+
+def _index_or_minus_one(options: Sequence[str], item: str) -> int:
+    return list(options).index(item) if item in options else -1
+
+
+def option_scores(results: pd.DataFrame, method: str, label_groups: Any = None) -> list[OptionScores]:
+    """The per-step option scores of a saved results frame (`load_results`), one `OptionScores` per step.
+
+    - full: two steps. "group": `group_probs` over the group letters, right option = the
+      gold label's group (`label_groups`, a `LabelGroups`, gives the group order; required).
+      "intent": `intent_probs` over the chosen group's intents (`candidates`), right option
+      defined only when the chosen group holds the gold label.
+    - shortlist: one step "option": `option_probs` over `candidates`.
+    - embed-logreg: one step "class": the top-8 class probabilities plus one option "all
+      other intents" holding the remaining mass, so that temperature 1 reproduces the saved
+      confidence and every message has a right option. (Under another temperature the lumped
+      option is an approximation: the remaining classes' own logits were not saved.)
+    - knn: one step "similarity": the cosine similarities of the 8 nearest intents as
+      scores, so `softmax(similarity / T)` turns them into probabilities. At T = 1 this is
+      not the saved confidence (the margin); temperature scaling gives knn a probability.
+
+    Probabilities are floored at `LOG_FLOOR` before the log.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if len(results) == 0:
+        raise ValueError("results is empty: need at least one saved decision")
+    gold = results["label"].tolist()
+    candidates = results["candidates"].tolist()
+    pred = results["pred"].tolist()
+
+    def logs(column: str) -> list[np.ndarray]:
+        return [np.log(np.clip(np.asarray(p, dtype=float), LOG_FLOOR, None)) for p in results[column]]
+
+    in_candidates = np.array([_index_or_minus_one(c, g) for c, g in zip(candidates, gold)])
+    chosen = np.array([_index_or_minus_one(c, p) for c, p in zip(candidates, pred)])
+    if method == FullListDecider.method:
+        if label_groups is None:
+            raise ValueError("label_groups is required for method 'full': it says which group holds each label")
+        group_of = {label: i for i, labels in enumerate(label_groups.groups.values()) for label in labels}
+        group_labels = np.array([group_of.get(g, -1) for g in gold])
+        group_chosen = np.array([list(options).index(code.split("-")[0])
+                                 for options, code in zip(results["group_options"], results["code"])])
+        return [OptionScores("group", logs("group_probs"), group_labels, group_chosen),
+                OptionScores("intent", logs("intent_probs"), in_candidates, chosen)]
+    if method == ShortlistDecider.method:
+        return [OptionScores("option", logs("option_probs"), in_candidates, chosen)]
+    if method == LogRegDecider.method:
+        rows = []
+        for probs in results["candidate_probs"]:
+            probs = np.asarray(probs, dtype=float)
+            rest = max(1.0 - float(probs.sum()), LOG_FLOOR)
+            rows.append(np.log(np.clip(np.append(probs, rest), LOG_FLOOR, None)))
+        labels = np.array([i if i >= 0 else len(c) for i, c in zip(in_candidates, candidates)])
+        return [OptionScores("class", rows, labels, chosen)]
+    similarities = [np.asarray(s, dtype=float) for s in results["candidate_probs"]]
+    return [OptionScores("similarity", similarities, in_candidates, chosen)]
 
 
 # --------------------------------------------------------------------------- saved runs over items

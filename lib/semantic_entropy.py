@@ -17,7 +17,6 @@ What is here:
 - `cluster_by_embedding`: the same clustering with cosine similarity >= a threshold.
 - `discrete_semantic_entropy`: entropy (in nats) of the cluster frequencies.
 - `rand_agreement`: how often two clusterings agree on "same cluster or not" for a pair.
-- `normalize_answer`, `matches_gold`: the rule that says whether a short answer is right.
 - `short_answer_messages`, `sample_answers`: the prompt and the sampling of notebooks 06
   and 07 (one greedy answer with token probabilities, then seeded samples).
 - `auroc_difference`: the paired bootstrap of the difference between two signals' AUROC.
@@ -27,8 +26,6 @@ What is here:
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import combinations
@@ -36,62 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from lib.text import normalize_answer
+
 SameMeaning = Callable[[str, str], bool]
 """A test on two answer texts: True when they mean the same thing."""
-
-_NUMBER_WORDS = {
-    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
-    "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
-    "thirteen": "13", "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17",
-    "eighteen": "18", "nineteen": "19", "twenty": "20", "thirty": "30", "forty": "40",
-    "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90",
-}
-_THOUSANDS_SEPARATOR = re.compile(r"(?<=\d),(?=\d{3}\b)")
-_NOT_WORD = re.compile(r"[^a-z0-9.+]+")
-
-
-def normalize_answer(text: str) -> str:
-    """A short answer reduced to what should decide whether it matches another.
-
-    Lower case, NFKC (so full-width digits and ligatures become plain), thousands
-    separators dropped ("1,200" -> "1200"), number words up to ninety-nine written as
-    digits ("three" -> "3", "thirty-six" -> "36"), every run of other characters (punctuation, hyphens, spaces) a single space.
-    Dots and "+" are kept because they carry meaning in "3.0", "Room 4.112" and "B+";
-    a dot that ends the answer is dropped.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a string, got {type(text).__name__}")
-    text = unicodedata.normalize("NFKC", text).lower()
-    text = _THOUSANDS_SEPARATOR.sub("", text)
-    words: list[str] = []
-    previous_was_tens = False
-    for word in _NOT_WORD.sub(" ", text).split():
-        word = word.strip(".")
-        if not word:
-            continue
-        number = _NUMBER_WORDS.get(word)
-        if previous_was_tens and number is not None and len(number) == 1:
-            words[-1] = words[-1][0] + number  # "thirty six" -> "36"
-            previous_was_tens = False
-            continue
-        previous_was_tens = number is not None and len(number) == 2 and number.endswith("0") and number != "10"
-        words.append(number or word)
-    return " ".join(words)
-
-
-def matches_gold(answer: str, gold: str) -> bool:
-    """True when the normalised gold answer occurs in the normalised answer, as whole words.
-
-    The rule behind "the greedy answer is right": "48 credits in total" matches gold
-    "48 credits"; "1200" matches "1,200"; "3 weeks" matches "three weeks"; "148 credits"
-    does not match "48 credits" (whole words only). It is strict in one way that matters:
-    an answer that says the same in other words ("at least four" vs "four or more") counts
-    as wrong. An empty gold answer raises ValueError.
-    """
-    gold_words = normalize_answer(gold)
-    if not gold_words:
-        raise ValueError(f"gold answer {gold!r} is empty after normalisation")
-    return f" {gold_words} " in f" {normalize_answer(answer)} "
 
 
 def cluster_by_meaning(answers: Sequence[str], same_meaning: SameMeaning) -> list[int]:

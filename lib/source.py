@@ -1,9 +1,9 @@
 """Show a library function's code in a notebook, without its docstring.
 
 A lesson sometimes wants the learner to read the few lines that do the work. Printing
-``inspect.getsource(f)`` shows the docstring first, and cutting the text at triple
+`inspect.getsource(f)` shows the docstring first, and cutting the text at triple
 quotes breaks as soon as a docstring uses the other quote style or a string inside the
-body does. :func:`show_code` parses the source and drops exactly the docstring node.
+body does. `show_code` parses the source and drops exactly the docstring node.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ __all__ = ["code_without_docstring", "show_code"]
 def code_without_docstring(obj: Any) -> str:
     """Source of a function, method or class, dedented, with its own docstring removed.
 
-    Only the docstring of ``obj`` itself goes; docstrings of methods inside a class stay,
-    and so do comments and every other line. Raises TypeError (from :mod:`inspect`) for
+    Only the docstring of `obj` itself goes; docstrings of methods inside a class stay,
+    and so do comments and every other line. Raises TypeError (from `inspect`) for
     objects without Python source, such as built-ins.
     """
     source = textwrap.dedent(inspect.getsource(obj))
@@ -35,5 +35,5 @@ def code_without_docstring(obj: Any) -> str:
 
 
 def show_code(obj: Any) -> None:
-    """Print :func:`code_without_docstring` of ``obj`` (for notebooks)."""
+    """Print `code_without_docstring` of `obj` (for notebooks)."""
     print(code_without_docstring(obj), end="")

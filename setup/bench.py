@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from lib.datasets import load_banking77
-from lib.grammar import assign_codes, gbnf_for_codes, load_label_groups
+from lib.datasets import load_banking77, load_label_groups
+from lib.grammar import assign_codes, gbnf_for_codes
 from lib.llm import EmbeddedLLM
 
 REPO = Path(__file__).resolve().parent.parent

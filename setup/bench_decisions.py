@@ -33,7 +33,7 @@ def main() -> None:
 
     from lib import get_llm
     from lib.decisions import FullListDecider, IntentRetriever, ShortlistDecider, embedded_backend
-    from lib.grammar import load_label_groups
+    from lib.datasets import load_label_groups
     from lib.runs import load_split, training_pool
 
     llm = get_llm()
@@ -44,25 +44,24 @@ def main() -> None:
     texts = load_split("banking77", "calibration").sample(args.n, random_state=0)["text"].tolist()
     full = FullListDecider(llm, groups)
     full.decide("warm up the cache")
-    llama = backend._llama
 
     # prompt throughput (on batches as long as a typical message) and per-token decode time,
     # measured on top of the cached system prompt
     lengths = []
     for text in texts:
-        ids, shared = backend._prompt_ids(full.messages(text), "")
+        ids, shared = backend.prompt_ids(full.messages(text))
         lengths.append(len(ids) - shared)
-    cached = len(backend._cached_prefix)
-    filler = backend._token_ids(" ".join(texts), special=False)[: int(np.median(lengths))]
+    cached = ids[:shared]
+    filler = backend.token_ids(" ".join(texts))[: int(np.median(lengths))]
     throughput, decode = [], []
     for _ in range(5):
-        llama.n_tokens = cached
         start = time.perf_counter()
-        llama.eval(filler)
+        backend.evaluate(cached + filler, shared=len(cached))
         throughput.append(len(filler) / (time.perf_counter() - start))
+        continuation = backend.continuation(full.messages(texts[0]), reserve=8)
         start = time.perf_counter()
-        for token in filler[:8]:
-            llama.eval([token])
+        for end in range(1, 9):
+            continuation.after(filler[:end])  # one decoding step each
         decode.append((time.perf_counter() - start) / 8)
     tokens_per_second, seconds_per_token = float(np.median(throughput)), float(np.median(decode))
 
@@ -77,10 +76,10 @@ def main() -> None:
     cached_seconds, uncached_seconds = [], []
     for text in texts:
         cached_seconds.append(shortlist.decide(text).seconds)
-        backend._cached_prefix = []  # forget the cached instruction and examples
+        backend.clear_cache()  # forget the cached instruction and examples
         uncached_seconds.append(shortlist.decide(text).seconds)
     messages = shortlist.messages(["card_arrival"] * 8, texts[0])
-    prefix_tokens = len(backend._prompt_ids(messages, "")[0]) - len(backend._token_ids(messages[-1]["content"], special=False))
+    prefix_tokens = len(backend.prompt_ids(messages)[0]) - len(backend.token_ids(messages[-1]["content"]))
 
     print(f"prompt throughput {tokens_per_second:.0f} tokens/s, decode {1000 * seconds_per_token:.0f} ms/token "
           f"({os.cpu_count()} CPUs, {backend.n_threads} threads)")

@@ -13,7 +13,7 @@ import math
 import random
 
 from lib.llm import BackendConfig
-from lib.recording import RECORDINGS_DIR, RecordingStore, decode_answer
+from lib.recording import RECORDINGS_DIR, RecordingStore, create_backend, decode_answer
 
 
 def _logprob_pairs(method: str, old, new) -> list[tuple[float, float]]:
@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     config = BackendConfig.from_environment()
-    backend = config.create()
+    backend = create_backend(config)
     rows = []
     for path in sorted(RECORDINGS_DIR.glob("*.jsonl")):
         store = RecordingStore(path.stem)

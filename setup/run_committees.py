@@ -40,7 +40,7 @@ def main() -> None:
     llm = get_llm(recording=args.replay)
     command = " ".join(["python setup/run_committees.py", *sys.argv[1:]])
     for method in [args.method] if args.method else COMMITTEE_METHODS:
-        header = {"model": llm.identity, "backend": llm.config.backend, "fingerprint": committee_prompt_fingerprint(method),
+        header = {"model": llm.identity, "backend": llm.backend_name, "fingerprint": committee_prompt_fingerprint(method),
                   "command": command, "method": method, "versions": library_versions(),
                   "date": datetime.date.today().isoformat()}
         path = run_committee_cases(llm, method, cases, header=header)

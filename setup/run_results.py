@@ -18,12 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lib.runs import BASELINE_METHODS, LLM_METHODS, METHODS, SPLITS, TASKS  # noqa: E402
+
+FULL, SHORTLIST = LLM_METHODS
 RUNS = [  # (task, method, split), cheapest first
-    *[(task, method, split) for method in ("knn", "embed-logreg") for task in ("banking77", "clinc150")
-      for split in ("calibration", "test")],
-    ("banking77", "full", "calibration"), ("banking77", "full", "test"),
-    ("banking77", "shortlist", "calibration"), ("banking77", "shortlist", "test"),
-    ("clinc150", "shortlist", "calibration"), ("clinc150", "shortlist", "test"),
+    *[(task, method, split) for method in BASELINE_METHODS for task in TASKS for split in SPLITS],
+    *[("banking77", FULL, split) for split in SPLITS],
+    *[(task, SHORTLIST, split) for task in TASKS for split in SPLITS],
 ]
 
 
@@ -40,9 +41,9 @@ def positive_int(text: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", choices=["banking77", "clinc150"], help="only this task")
-    parser.add_argument("--method", choices=["full", "shortlist", "knn", "embed-logreg"], help="only this method")
-    parser.add_argument("--split", choices=["calibration", "test"], help="only this split")
+    parser.add_argument("--task", choices=TASKS, help="only this task")
+    parser.add_argument("--method", choices=METHODS, help="only this method")
+    parser.add_argument("--split", choices=SPLITS, help="only this split")
     parser.add_argument("--limit", type=positive_int, help="only the first LIMIT messages of each split")
     parser.add_argument("--retry-failures", action="store_true", help="decide again the messages saved as "
                         "failure rows (e.g. after giving the server a larger context)")
@@ -64,7 +65,7 @@ def main() -> None:
     if not selected:
         parser.error("no shipped run matches these options")
     for task, method, split in selected:
-        if args.threads is not None and llm is None and method in ("full", "shortlist"):
+        if args.threads is not None and llm is None and method in LLM_METHODS:
             llm = EmbeddedLLM(n_threads=args.threads)  # the same live model, with the thread count chosen
         path = run_split(task, split, method, llm=llm, limit=args.limit, workers=args.workers,
                          retry_failures=args.retry_failures)

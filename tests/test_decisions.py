@@ -5,11 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.datasets import OUT_OF_SCOPE, banking77_pool
+from lib.datasets import OUT_OF_SCOPE, banking77_pool, load_label_groups
 from lib.decisions import (FullListDecider, IntentRetriever, LogRegDecider, NearestNeighbourDecider,
                            ShortlistDecider, contextual_calibration, cyclic_orders, shortlist_probabilities,
                            significant)
-from lib.grammar import load_label_groups
 
 ADVERSARIAL = [
     "",
@@ -80,18 +79,16 @@ def test_shortlist_shared_options_match_separate_evaluation(embedded, groups, re
     """Evaluating the options once for the message and the content-free message gives what two
     whole requests give, up to the rounding of a different batch split (llama.cpp multiplies a
     long batch with other kernels than a short one: about 0.01 in probability, measured)."""
-    from lib.decisions import _distributions_sharing_a_prefix
-
     decider = ShortlistDecider(embedded, retriever, groups, k=4, n_orders=1, n_examples=1)
     shown = [label for label, _ in retriever.nearest_intents("my card has not arrived", 4)]
     requests = [decider.messages(shown, text) for text in ("my card has not arrived", "N/A")]
-    shared = _distributions_sharing_a_prefix(embedded, requests, reserve=8)
+    shared = embedded.next_token_distributions(requests, reserve=8)
     separate = [embedded.next_token_distribution(messages) for messages in requests]
     for together, alone in zip(shared, separate):
         best = np.argsort(-alone)[:5]
         assert np.argmax(together) == np.argmax(alone)
         assert np.abs(np.exp(together[best]) - np.exp(alone[best])).max() < 0.03
-    alone = _distributions_sharing_a_prefix(embedded, requests[:1], reserve=8)[0]  # one request: one whole batch
+    alone = embedded.next_token_distributions(requests[:1], reserve=8)[0]  # one request: one whole batch
     assert np.array_equal(alone, separate[0])
 
 

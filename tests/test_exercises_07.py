@@ -2,7 +2,8 @@
 import math
 
 from lib.exercises import is_correct
-from lib.semantic_entropy import discrete_semantic_entropy, matches_gold
+from lib.semantic_entropy import discrete_semantic_entropy
+from lib.text import matches_gold
 
 
 def test_ex1_entropy():

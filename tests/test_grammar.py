@@ -18,16 +18,14 @@ from typing import Any
 import pydantic
 import pytest
 
-import lib.grammar
+import lib.datasets
+from lib.datasets import OUT_OF_SCOPE as OUT_OF_SCOPE_LABEL
+from lib.datasets import OUT_OF_SCOPE_GROUP, load_label_groups
 from lib.grammar import (
-    OUT_OF_SCOPE_GROUP,
-    OUT_OF_SCOPE_LABEL,
     assign_codes,
-    enum_schema,
     gbnf_for_codes,
     gbnf_for_options,
     letters,
-    load_label_groups,
     parse_code,
     schema_for_model,
 )
@@ -237,38 +235,6 @@ def test_option_grammar_rejects_bad_options(options, message):
 # --- JSON schemas --------------------------------------------------------------------
 
 
-def test_enum_schema_is_an_object_with_one_required_restricted_field():
-    assert enum_schema(["yes", "no"], field="answer") == {
-        "type": "object",
-        "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
-        "required": ["answer"],
-        "additionalProperties": False,
-    }
-
-
-def test_enum_schema_converts_to_a_grammar_that_allows_only_the_labels():
-    labels = json.loads((lib.grammar.DATA_DIR / "banking77" / "categories.json").read_text(encoding="utf-8"))
-    gbnf = _json_schema_grammar(enum_schema(labels))
-    assert _llama_cpp_parses(gbnf)
-    assert 'root ::= "{" space label-kv "}" space' in gbnf
-    label_rule = next(line for line in gbnf.splitlines() if line.startswith("label ::= "))
-    assert label_rule.count(" | ") == len(labels) - 1
-
-
-@pytest.mark.parametrize(
-    ("options", "field", "message"),
-    [
-        (["a"], "", "field is empty"),
-        ([], "label", "options is empty"),
-        (['say "hi"'], "label", "mis-escapes"),
-        (["a\\b"], "label", "mis-escapes"),
-    ],
-)
-def test_enum_schema_rejects_bad_arguments(options, field, message):
-    with pytest.raises(ValueError, match=message):
-        enum_schema(options, field=field)
-
-
 class Node(pydantic.BaseModel):
     """A recursive model: its schema's root is a $ref.
 
@@ -327,7 +293,7 @@ def test_schema_for_model_puts_a_recursive_model_at_the_root():
 
 
 def test_banking77_groups_cover_every_label_exactly_once():
-    labels = json.loads((lib.grammar.DATA_DIR / "banking77" / "categories.json").read_text(encoding="utf-8"))
+    labels = json.loads((lib.datasets.DATA_DIR / "banking77" / "categories.json").read_text(encoding="utf-8"))
     groups = load_label_groups("banking77")
     grouped = [label for members in groups.groups.values() for label in members]
     assert sorted(grouped) == sorted(labels) and len(grouped) == 77
@@ -335,7 +301,7 @@ def test_banking77_groups_cover_every_label_exactly_once():
 
 
 def test_clinc150_groups_are_the_domains_plus_out_of_scope_last():
-    domains = json.loads((lib.grammar.DATA_DIR / "clinc150" / "domains.json").read_text(encoding="utf-8"))
+    domains = json.loads((lib.datasets.DATA_DIR / "clinc150" / "domains.json").read_text(encoding="utf-8"))
     groups = load_label_groups("clinc150")
     expected = {domain: sorted(intents) for domain, intents in domains.items()}
     expected[OUT_OF_SCOPE_GROUP] = [OUT_OF_SCOPE_LABEL]
@@ -366,7 +332,7 @@ def test_load_label_groups_rejects_a_file_that_misses_or_repeats_labels(tmp_path
     intents = [{"label": label, "description": "d"} for label in ["a", "a", "x"]]
     groups_file = {"groups": [{"name": "g", "description": "d", "intents": intents}]}
     (tmp_path / "banking77_groups.json").write_text(json.dumps(groups_file), encoding="utf-8")
-    monkeypatch.setattr(lib.grammar, "DATA_DIR", tmp_path)
+    monkeypatch.setattr(lib.datasets, "DATA_DIR", tmp_path)
     problems = r"more than one group.*\['a'\].*missing.*\['b', 'c'\].*not in the dataset.*\['x'\]"
     with pytest.raises(ValueError, match=problems):
         load_label_groups("banking77")

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from lib.llm import (CapabilityError, EmbeddedLLM, OpenAICompatibleLLM, ServerUnavailableError,
-                     validate_messages)
+from lib.llm import CapabilityError, EmbeddedLLM, validate_messages
+from lib.openai_compatible import OpenAICompatibleLLM, ServerUnavailableError
 
 CODES = ["A-A", "A-B", "B-A", "B-B", "B-C"]
 CODE_GRAMMAR = 'root ::= "A-" [AB] | "B-" [ABC]'
@@ -57,6 +57,29 @@ def test_next_token_logprobs_sum_to_one(embedded: EmbeddedLLM) -> None:
     logprobs = embedded.next_token_distribution(_ask("where is my new card?"), prefix="A-")
     assert logprobs.shape == (embedded._n_vocab,)
     assert abs(np.exp(logprobs).sum() - 1.0) < 1e-4
+
+
+def test_a_continuation_reads_what_a_prefix_reads(embedded: EmbeddedLLM) -> None:
+    """Decoding "A" then "-" after the prompt gives the distribution a prefix "A-" gives, up to the
+    rounding of another batch split; the prompt's own distribution is the same computation."""
+    messages = _ask("where is my new card?")
+    steps = embedded.continuation(messages, reserve=4)
+    assert np.array_equal(steps.first, embedded.next_token_distribution(messages))
+    steps = embedded.continuation(messages, reserve=4)
+    after = steps.after(embedded.token_ids("A") + embedded.token_ids("-"))
+    with_prefix = embedded.next_token_distribution(messages, prefix="A-")
+    best = np.argsort(-with_prefix)[:5]
+    assert np.argmax(after) == np.argmax(with_prefix)
+    assert np.abs(np.exp(after[best]) - np.exp(with_prefix[best])).max() < 0.03
+
+
+def test_fit_to_context_shortens_only_the_last_message(embedded: EmbeddedLLM) -> None:
+    short = _ask("my card has not arrived")
+    assert embedded.fit_to_context(short, reserve=16) == short
+    long = _ask("where is my card? " * 2000)
+    fitted = embedded.fit_to_context(long, reserve=16)
+    assert fitted[0] == long[0] and long[1]["content"].startswith(fitted[1]["content"])
+    assert len(embedded.prompt_ids(fitted)[0]) + 16 <= embedded.n_ctx
 
 
 def test_scores_match_the_full_distribution(embedded: EmbeddedLLM) -> None:
@@ -172,13 +195,13 @@ def test_server_agrees_with_embedded(served: OpenAICompatibleLLM, embedded: Embe
 
 def test_greedy_shortlist_is_exact(embedded: EmbeddedLLM) -> None:
     """Checking the best 1 / 64 / 4,096 tokens first picks the same token as masking the whole vocabulary."""
-    from lib.llm import _GrammarConstraint
+    from lib.grammar import GrammarConstraint
 
     rng = np.random.default_rng(0)
     for grammar in ('root ::= "yes" | "no"', 'root ::= [a-z]+ " " [0-9]', CODE_GRAMMAR):
         for _ in range(5):
             logits = rng.normal(size=embedded._n_vocab).astype(np.float32)
-            constraint = _GrammarConstraint(embedded._llama_cpp, embedded._vocab, grammar)
+            constraint = GrammarConstraint(embedded._llama_cpp, embedded._vocab, grammar)
             try:
                 assert EmbeddedLLM._greedy(logits, constraint) == int(np.argmax(constraint.mask(logits)))
             finally:

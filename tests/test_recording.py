@@ -6,8 +6,8 @@ import json
 import pytest
 
 from lib.llm import BackendConfig
-from lib.recording import (RecordedLLM, RecordingMissingError, RecordingStore, current_mode, discard_pending,
-                           finish_pending, request_key)
+from lib.recording import (CombinedRecordings, RecordedLLM, RecordingMissingError, RecordingStore, create_backend,
+                           current_mode, discard_pending, finish_pending, request_key)
 
 LONG_SYSTEM = "You sort customer messages into intents. " * 20
 CONFIG = BackendConfig("embedded")
@@ -113,7 +113,7 @@ def test_schema_property_order_is_part_of_the_key() -> None:
 
 def _closed_port_server():
     """A real OpenAI-compatible client aimed at a port where nothing listens: every call fails."""
-    return BackendConfig("openai", "http://127.0.0.1:9/v1", "nothing-here").create()
+    return create_backend(BackendConfig("openai", "http://127.0.0.1:9/v1", "nothing-here"))
 
 
 def test_a_failing_model_never_erases_the_recording(tmp_path, embedded) -> None:
@@ -172,3 +172,35 @@ def test_empty_file_and_folder_are_not_called_missing(tmp_path) -> None:
     (tmp_path / "folder.jsonl").mkdir()
     with pytest.raises(IsADirectoryError, match="is a folder"):
         RecordingStore("folder", folder=tmp_path)
+
+
+class _Tokenizer:
+    """A backend that only tokenizes, by spaces: enough to record a few calls without a model."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return text.split()
+
+
+def test_combined_recordings_answer_from_the_first_that_holds_a_request(tmp_path) -> None:
+    for name, text in (("first", "a b"), ("second", "c d e")):
+        llm = _recorded(tmp_path, "record", _Tokenizer, name=name)
+        llm.tokenize(text)
+        llm.finish_recording()
+    combined = CombinedRecordings(["first", "second"], folder=tmp_path)
+    combined.check_model(CONFIG.identity())
+    replay = RecordedLLM(CONFIG, _no_backend, combined, "replay")
+    assert replay.tokenize("a b") == ["a", "b"] and replay.tokenize("c d e") == ["c", "d", "e"]
+    with pytest.raises(RecordingMissingError, match="first [+] second"):
+        replay.tokenize("never recorded")
+    with pytest.raises(ValueError, match="another model"):
+        combined.check_model("embedded:another")
+    with pytest.raises(ValueError, match="read-only"):
+        RecordedLLM(CONFIG, _no_backend, combined, "record")
+
+
+def test_only_live_mode_hands_over_its_backend(tmp_path) -> None:
+    backend = _Tokenizer()
+    live = _recorded(tmp_path, "live", lambda: backend)
+    assert live.live_backend() is backend and live.backend_name == "embedded"
+    for mode in ("replay", "record"):
+        assert _recorded(tmp_path, mode, _no_backend).live_backend() is None

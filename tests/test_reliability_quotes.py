@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from lib.quotes import normalize_text, verify_quote
+from lib.quotes import verify_quote
+from lib.text import normalize_text
 
 # (quote, source, expected kind): compatibility digits are other digits, not formatting.
 CHANGED_DIGITS = [

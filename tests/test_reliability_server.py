@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lib.llm import CapabilityError, OpenAICompatibleLLM, ServerError, request_timeout
+from lib.llm import CapabilityError
+from lib.openai_compatible import OpenAICompatibleLLM, ServerError, request_timeout
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
@@ -179,7 +180,7 @@ def test_every_documented_server_command_gives_the_context_size():
     import re
     from pathlib import Path
 
-    from lib.llm import ServerUnavailableError
+    from lib.openai_compatible import ServerUnavailableError
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     commands = re.findall(r"python -m llama_cpp\.server [^`]*", readme)

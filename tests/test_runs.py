@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 
 from lib.datasets import OUT_OF_SCOPE
-from lib.decisions import Decision, Step
-from lib.runs import (load_results, load_split, processing_order, results_header, results_path, run_progress,
-                      run_split)
+from lib.decisions import IntentDecision, DecisionStep
+from lib.runs import (METHODS, complete_methods, confidence_signals, load_results, load_split, option_scores,
+                      processing_order, results_header, results_path, run_is_complete, run_progress, run_split,
+                      run_table)
 
 
 class FakeDecider:
@@ -26,7 +27,7 @@ class FakeDecider:
         self.fail_after = fail_after
         self._lock = threading.Lock()
 
-    def decide(self, text: str) -> Decision:
+    def decide(self, text: str) -> IntentDecision:
         with self._lock:
             self.calls += 1
             if self.fail_after is not None and self.calls > self.fail_after:
@@ -35,9 +36,9 @@ class FakeDecider:
         first = len(text) % 3
         probs = (0.5, 0.3, 0.2)
         order = tuple(labels[(first + j) % 3] for j in range(3))
-        step = Step("intent", ("A", "B", "C"), probs, 0.01)
-        return Decision(label=order[0], code="A-A", confidence=0.5, steps=(step,), off_label_mass=0.01,
-                        candidates=order, candidate_probs=probs, seconds=0.0, details={"p_group": 1.0})
+        step = DecisionStep("intent", ("A", "B", "C"), probs, 0.01)
+        return IntentDecision(label=order[0], code="A-A", confidence=0.5, steps=(step,), off_label_mass=0.01,
+                              candidates=order, candidate_probs=probs, seconds=0.0, details={"p_group": 1.0})
 
 
 def _rows(path):
@@ -115,10 +116,10 @@ def test_shortlist_variants_from_saved_probabilities(tmp_path):
     class Shortlist(FakeDecider):
         method = "shortlist"
 
-        def decide(self, text: str) -> Decision:
+        def decide(self, text: str) -> IntentDecision:
             candidates = ("card_arrival", "card_linking")
-            step = Step("option", candidates, (0.4, 0.6), 0.0)
-            return Decision(label="card_linking", code="B", confidence=0.6, steps=(step,), off_label_mass=0.0,
+            step = DecisionStep("option", candidates, (0.4, 0.6), 0.0)
+            return IntentDecision(label="card_linking", code="B", confidence=0.6, steps=(step,), off_label_mass=0.0,
                             candidates=candidates, candidate_probs=(0.4, 0.6), seconds=0.0,
                             details={"orders": [[0, 1], [1, 0]], "order_probs": [[0.2, 0.8], [0.6, 0.4]],
                                      "content_free": [[0.1, 0.9], [0.5, 0.5]]})
@@ -135,10 +136,10 @@ def test_none_of_these_gets_a_variant_that_leaves_it_uncalibrated(tmp_path):
     class ShortlistWithNone(FakeDecider):
         method = "shortlist"
 
-        def decide(self, text: str) -> Decision:
+        def decide(self, text: str) -> IntentDecision:
             candidates = ("card_arrival", OUT_OF_SCOPE)
-            step = Step("option", candidates, (0.3, 0.7), 0.0)
-            return Decision(label="card_arrival", code="A", confidence=0.8, steps=(step,), off_label_mass=0.0,
+            step = DecisionStep("option", candidates, (0.3, 0.7), 0.0)
+            return IntentDecision(label="card_arrival", code="A", confidence=0.8, steps=(step,), off_label_mass=0.0,
                             candidates=candidates, candidate_probs=(0.8, 0.2), seconds=0.0,
                             details={"orders": [[0, 1], [0, 1]], "order_probs": [[0.3, 0.7], [0.3, 0.7]],
                                      "content_free": [[0.1, 0.9], [0.1, 0.9]]})
@@ -292,7 +293,7 @@ class FailingDecider(FakeDecider):
         super().__init__(**kwargs)
         self.max_chars = max_chars
 
-    def decide(self, text: str) -> Decision:
+    def decide(self, text: str) -> IntentDecision:
         if len(text) > self.max_chars:
             with self._lock:
                 self.calls += 1
@@ -341,3 +342,40 @@ def test_a_run_where_every_message_fails_stops(tmp_path):
     with pytest.raises(RuntimeError, match=r"5 messages in a row failed.*context holds 1"):
         run_split("banking77", "calibration", "full", decider=FailingDecider(max_chars=1), limit=30,
                   results_dir=tmp_path, progress=False)
+
+
+def test_only_runs_that_reached_every_message_are_complete(tmp_path):
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), limit=60, results_dir=tmp_path,
+              progress=False)
+    assert not run_is_complete("banking77", "calibration", "full", tmp_path)
+    assert complete_methods("banking77", results_dir=tmp_path) == []
+    table = run_table("banking77", tmp_path)
+    assert list(table.columns) == ["method", "split", "decided", "total", "share"]
+    assert len(table) == len(METHODS) * 2
+    full = table[(table["method"] == "full") & (table["split"] == "calibration")].iloc[0]
+    assert (full["decided"], full["total"], full["share"]) == (60, 770, round(60 / 770, 3))
+    run_split("banking77", "calibration", "full", decider=FakeDecider(), results_dir=tmp_path, progress=False)
+    assert run_is_complete("banking77", "calibration", "full", tmp_path)
+    assert complete_methods("banking77", ("calibration",), tmp_path) == ["full"]
+    assert complete_methods("banking77", results_dir=tmp_path) == []  # no test split yet
+
+
+def test_knn_confidence_is_a_margin_with_a_second_signal():
+    frame = pd.DataFrame({"confidence": [0.1, 0.3], "similarity": [0.8, 0.9], "correct": [True, False]})
+    assert list(confidence_signals(frame, "embed-logreg")) == ["embed-logreg"]
+    signals = confidence_signals(frame, "knn")
+    assert list(signals) == ["knn (margin)", "knn (similarity)"]
+    assert signals["knn (similarity)"][0].tolist() == [0.8, 0.9]
+    assert signals["knn (margin)"][1].tolist() == [True, False]
+    with pytest.raises(ValueError, match="method must be one of"):
+        confidence_signals(frame, "unknown")
+
+
+def test_option_scores_at_temperature_one_give_the_saved_confidence():
+    frame = pd.DataFrame({"label": ["a", "z"], "pred": ["a", "b"], "candidates": [["a", "b"], ["b", "a"]],
+                          "candidate_probs": [np.array([0.6, 0.3]), np.array([0.5, 0.2])],
+                          "confidence": [0.6, 0.5]})
+    (step,) = option_scores(frame, "embed-logreg")
+    assert step.step == "class" and step.labels.tolist() == [0, 2] and step.chosen.tolist() == [0, 0]
+    chosen = [np.exp(scores[i]) / np.exp(scores).sum() for scores, i in zip(step.logprobs, step.chosen)]
+    assert np.allclose(chosen, frame["confidence"])

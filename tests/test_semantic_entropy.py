@@ -8,8 +8,8 @@ import pytest
 
 from lib.llm import NextTokenLogprobs
 from lib.semantic_entropy import (LLMEntailment, bidirectional, cascade_confidence, cluster_by_embedding,
-                                  cluster_by_meaning, discrete_semantic_entropy, matches_gold, max_entropy, normalize_answer,
-                                  rand_agreement)
+                                  cluster_by_meaning, discrete_semantic_entropy, max_entropy, rand_agreement)
+from lib.text import matches_gold, normalize_answer
 
 
 def test_entropy_of_one_cluster_is_zero():

@@ -1,0 +1,278 @@
+"""The OpenAI-compatible backend: any server with OpenAI's /v1/chat/completions.
+
+llama.cpp's llama-server, llama-cpp-python's server, Ollama's /v1, vLLM and OpenAI itself
+answer the same requests. `OpenAICompatibleLLM` offers the API of `lib.llm.LLM` over HTTP;
+every way a server can fail raises `ServerUnavailableError` (nothing answers) or `ServerError`
+(an unusable answer), naming the URL, and what a server cannot do raises
+`lib.llm.CapabilityError` saying what to use instead.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+from urllib.parse import urlparse
+
+from lib.llm import (DEFAULT_SERVER_TOP_LOGPROBS, CapabilityError, Completion, LocalMethods, Message, NextTokenLogprobs,
+                     TokenLogprob, check_generation_args, library_versions, neutralise_template_tokens,
+                     validate_messages)
+
+
+class ServerUnavailableError(RuntimeError):
+    """The OpenAI-compatible server did not answer; the message names the URL and how to start one."""
+
+
+class ServerError(RuntimeError):
+    """The server answered, but not with a usable reply (an error status, a body that is not a chat
+    completion, a broken connection, no answer within the deadline); the message names the URL
+    and what was wrong."""
+
+
+DEFAULT_TIMEOUT_S = 30.0
+"""Seconds one server request may take in all (WORKBOOK_TIMEOUT overrides): a decision takes a few."""
+
+
+def request_timeout() -> float:
+    """The whole-request deadline for server calls: $WORKBOOK_TIMEOUT seconds, else DEFAULT_TIMEOUT_S."""
+    raw = os.environ.get("WORKBOOK_TIMEOUT", "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"WORKBOOK_TIMEOUT={raw!r}: give the seconds a server request may take, e.g. 60")
+    return seconds
+
+
+@dataclass(frozen=True)
+class _Reply:
+    """A server's whole answer: status, body text, and the URL it came from (for error messages)."""
+
+    url: str
+    status: int
+    text: str
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.text)
+        except json.JSONDecodeError as error:
+            raise ServerError(f"{self.url} answered {self.status} with a body that is not JSON ({error}): "
+                              f"{self.text[:300]!r}") from None
+
+
+_REFUSED_CAPABILITY = re.compile(r"logits_all|logprobs?\b[^.]{0,80}\b(not supported|unsupported|not available|"
+                                 r"not enabled|disabled)|(not support|does not support|cannot return)[^.]{0,80}logprobs",
+                                 re.IGNORECASE)
+"""How servers say they cannot return token log-probabilities (llama_cpp.server without --logits_all,
+vLLM and others); any other error that merely mentions logprobs is the server's own error."""
+
+
+def _completion_problem(body: Any) -> str | None:
+    """What keeps `body` from being an OpenAI chat completion, or None when it is one."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not choices:
+        return "no choices"
+    choice = choices[0]
+    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+        return "choices[0] has no message"
+    if not isinstance(choice["message"].get("content") or "", str):
+        return "choices[0].message.content is not text"
+    logprobs = choice.get("logprobs") or {}
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    for item in content or []:
+        if not (isinstance(item, dict) and isinstance(item.get("token"), str)
+                and isinstance(item.get("logprob"), (int, float))):
+            return "a token of choices[0].logprobs.content has no token text or no logprob number"
+        for candidate in item.get("top_logprobs") or []:
+            if not (isinstance(candidate, dict) and isinstance(candidate.get("token"), str)
+                    and isinstance(candidate.get("logprob"), (int, float))):
+                return "a top_logprobs candidate has no token text or no logprob number"
+    return None
+
+
+class OpenAICompatibleLLM(LocalMethods):
+    """Any server with OpenAI's /v1/chat/completions: llama-server, llama-cpp-python, Ollama, vLLM, OpenAI.
+
+    Every request has one deadline for the whole exchange (`timeout` seconds, by default
+    $WORKBOOK_TIMEOUT or DEFAULT_TIMEOUT_S), not a limit per read: a server that trickles a
+    byte every few seconds is stopped once the deadline has passed (at most one read later).
+    Every way a server can fail raises ServerUnavailableError (nothing answers) or
+    ServerError (an unusable answer), naming the URL.
+    """
+
+    backend_name = "openai"
+
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
+                 max_top_logprobs: int = DEFAULT_SERVER_TOP_LOGPROBS, timeout: float | None = None) -> None:
+        import httpx
+
+        self._httpx = httpx
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.max_top_logprobs = max_top_logprobs
+        self.timeout = request_timeout() if timeout is None else timeout
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=self.timeout, headers=headers)
+        self._schema_style = "json_schema"
+        self._is_openai = urlparse(self.base_url).hostname == "api.openai.com"
+
+    @property
+    def identity(self) -> str:
+        return f"openai:{self.model}"
+
+    def _root_url(self) -> str:
+        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+
+    def _request(self, method: str, url: str, payload: dict | None = None) -> _Reply:
+        """Send one request and read the whole answer before the deadline."""
+        httpx = self._httpx
+        deadline = time.monotonic() + self.timeout
+        late = ServerError(f"{url} did not finish answering within {self.timeout:g} s (WORKBOOK_TIMEOUT); "
+                           "the server is overloaded or stuck. Raise WORKBOOK_TIMEOUT for slow hardware")
+        try:
+            with self._client.stream(method, url, json=payload) as response:
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if time.monotonic() > deadline:
+                        raise late
+                text = body.decode(response.encoding or "utf-8", errors="replace")
+                return _Reply(url, response.status_code, text)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as error:
+            raise ServerUnavailableError(
+                f"no answer from the model server at {self.base_url} ({type(error).__name__}). Start one, "
+                "e.g. `python -m llama_cpp.server --model .cache/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf "
+                "--host 127.0.0.1 --port 8080 --n_ctx 4096 --logits_all true` and set WORKBOOK_BASE_URL="
+                "http://127.0.0.1:8080/v1, or unset WORKBOOK_BACKEND to use the embedded model."
+            ) from None
+        except httpx.TimeoutException:
+            raise late from None
+        except httpx.TransportError as error:
+            raise ServerError(f"{url}: the server closed or broke the connection before its answer was complete "
+                              f"({type(error).__name__}: {error})") from None
+
+    def _post_json(self, url: str, payload: dict) -> Any:
+        reply = self._request("POST", url, payload)
+        if reply.status >= 400:
+            raise ServerError(f"{url} answered {reply.status}: {reply.text[:500]}")
+        return reply.json()
+
+    def info(self) -> dict[str, Any]:
+        url = f"{self.base_url}/models"
+        reply = self._request("GET", url)
+        listing = None
+        if reply.status < 400:
+            try:
+                listing = json.loads(reply.text)
+            except json.JSONDecodeError:
+                pass
+        models = listing.get("data") if isinstance(listing, dict) else None
+        if not (isinstance(models, list) and all(isinstance(m, dict) and "id" in m for m in models)):
+            raise ServerError(f"{url} answered {reply.status} without a model list ({reply.text[:200]!r}): this is "
+                              "not an OpenAI-compatible server, or WORKBOOK_BASE_URL misses its /v1")
+        return {"backend": self.backend_name, "model": self.model, "base_url": self.base_url,
+                "server_models": [m["id"] for m in models], "versions": library_versions()}
+
+    def _schema_format(self, schema: dict) -> dict:
+        if self._schema_style == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+        return {"type": "json_object", "schema": schema}
+
+    def chat(self, messages: Sequence[Message], *, max_tokens: int, temperature: float = 0.0,
+             seed: int | None = None, grammar: str | None = None,
+             json_schema: dict[str, Any] | None = None, top_logprobs: int = 0) -> Completion:
+        messages = validate_messages(messages)
+        check_generation_args(max_tokens, temperature, top_logprobs, grammar, json_schema)
+        if top_logprobs > self.max_top_logprobs:
+            raise CapabilityError(
+                f"this server gives at most {self.max_top_logprobs} top candidates per token; ask for fewer, "
+                "raise WORKBOOK_MAX_TOP_LOGPROBS if your server allows more, or use the embedded backend")
+        if grammar is not None and self._is_openai:
+            raise CapabilityError("OpenAI's API has no GBNF grammar; pass json_schema= (structured outputs) "
+                                  "or use the embedded backend or a llama.cpp server")
+        messages = [{"role": m["role"], "content": neutralise_template_tokens(m["content"])} for m in messages]
+        payload: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
+                                   "temperature": temperature, "logprobs": True}
+        if top_logprobs:
+            payload["top_logprobs"] = top_logprobs
+        if seed is not None:
+            payload["seed"] = seed
+        if grammar is not None:
+            payload["grammar"] = grammar
+        start = time.perf_counter()
+        url = f"{self.base_url}/chat/completions"
+        if json_schema is not None:
+            payload["response_format"] = self._schema_format(json_schema)
+        response = self._request("POST", url, payload)
+        if json_schema is not None and response.status >= 400 and "response_format" in response.text:
+            self._schema_style = "json_object" if self._schema_style == "json_schema" else "json_schema"
+            payload["response_format"] = self._schema_format(json_schema)
+            response = self._request("POST", url, payload)
+        if response.status >= 400:
+            if _REFUSED_CAPABILITY.search(response.text):
+                raise CapabilityError(f"{url} refused token logprobs ({response.text[:300]}). Start "
+                                      "llama_cpp.server with --logits_all true, or use the embedded backend")
+            raise ServerError(f"{url} answered {response.status}: {response.text[:500]}")
+        body = response.json()
+        seconds = time.perf_counter() - start
+        problem = _completion_problem(body)
+        usage = body.get("usage") if isinstance(body, dict) else None
+        usage = usage if isinstance(usage, dict) else {}
+        counts = [usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)]
+        if problem is None and not all(isinstance(count, int) for count in counts):
+            problem = "usage holds token counts that are not integers"
+        if problem is not None:
+            raise ServerError(f"{url} answered JSON that is not a chat completion ({problem}): {response.text[:300]}")
+        choice = body["choices"][0]
+        content = (choice.get("logprobs") or {}).get("content") or []
+        steps = tuple(
+            TokenLogprob(item["token"], float(item["logprob"]),
+                         tuple(sorted(((c["token"], float(c["logprob"])) for c in item.get("top_logprobs") or []),
+                                      key=lambda pair: -pair[1])))
+            for item in content
+        )
+        return Completion(choice["message"].get("content") or "", choice.get("finish_reason") or "stop",
+                          int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", len(steps))),
+                          seconds, steps)
+
+    def next_token_logprobs(self, messages: Sequence[Message], *, prefix: str = "", top_k: int = 20,
+                            score_tokens: Sequence[str] = ()) -> NextTokenLogprobs:
+        if prefix:
+            raise CapabilityError("a chat server cannot continue a partial assistant reply (prefix=...); use "
+                                  "chat(..., grammar=..., top_logprobs=k) and read the step you need from "
+                                  "its tokens, or use the embedded backend")
+        completion = self.chat(messages, max_tokens=1, top_logprobs=top_k)
+        top = completion.tokens[0].top if completion.tokens else ()
+        seen = dict(top)
+        scores = {text: seen[text] for text in score_tokens if text in seen}
+        return NextTokenLogprobs(top, scores, completion.seconds)
+
+    def tokenize(self, text: str) -> list[str]:
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string, got {type(text).__name__}")
+        root = self._root_url()
+        url = f"{root}/tokenize"
+        response = self._request("POST", url, {"content": text, "with_pieces": True})
+        if response.status < 400:  # llama-server
+            tokens = response.json().get("tokens") if isinstance(response.json(), dict) else None
+            if not isinstance(tokens, list):
+                raise ServerError(f"{url} answered without a token list: {response.text[:300]}")
+            return [item["piece"] if isinstance(item, dict) else str(item) for item in tokens]
+        url = f"{root}/extras/tokenize"
+        response = self._request("POST", url, {"input": text})
+        if response.status < 400:  # llama-cpp-python's server
+            tokens = response.json().get("tokens") if isinstance(response.json(), dict) else None
+            if not isinstance(tokens, list):
+                raise ServerError(f"{url} answered without a token list: {response.text[:300]}")
+            pieces = [self._post_json(f"{root}/extras/detokenize", {"tokens": [token]}) for token in tokens]
+            if not all(isinstance(piece, dict) and isinstance(piece.get("text"), str) for piece in pieces):
+                raise ServerError(f"{root}/extras/detokenize answered without a text")
+            return [piece["text"] for piece in pieces]
+        raise CapabilityError(f"the server at {self.base_url} offers no tokenizer endpoint; use the embedded "
+                              "backend's tokenize")
