@@ -34,7 +34,7 @@ from nbclient.exceptions import CellExecutionError
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from lib.recording import discard_pending, finish_pending  # noqa: E402  (after the path is set)
-from setup.notebook_outputs import strip_widget_views  # noqa: E402
+from setup.notebook_outputs import merge_streams, strip_widget_views  # noqa: E402
 
 NOTEBOOKS = REPO / "notebooks"
 BUILD = REPO / "build"
@@ -90,7 +90,7 @@ def run_one(path: Path, target: Path, timeout: int) -> NotebookRun:
             error = f"cell {index} (`{first_line(notebook.cells[index].source)}`): {error}"
     seconds = time.perf_counter() - start
     target.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(strip_widget_views(notebook), target)  # widget ids are random: keep stored outputs stable
+    nbformat.write(merge_streams(strip_widget_views(notebook)), target)  # keep stored outputs stable
     slowest = None
     if durations:
         index = max(durations, key=durations.get)

@@ -1,11 +1,12 @@
-"""Tests for setup/notebook_outputs.py: widget views and widget state leave a notebook's stored outputs."""
+"""Tests for setup/notebook_outputs.py: widget views and widget state leave a notebook's stored outputs,
+and printed text is stored the same however the kernel split it."""
 from __future__ import annotations
 
 import copy
 
 import nbformat
 
-from setup.notebook_outputs import WIDGET_VIEW, strip_widget_views
+from setup.notebook_outputs import WIDGET_VIEW, merge_streams, strip_widget_views
 
 
 def notebook_with_widget() -> nbformat.NotebookNode:
@@ -40,3 +41,20 @@ def test_strip_widget_views_is_stable_and_leaves_plain_notebooks_alone():
     plain = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1", outputs=[
         nbformat.v4.new_output("execute_result", data={"text/plain": "1"}, execution_count=1)])])
     assert strip_widget_views(copy.deepcopy(plain)) == plain
+
+
+def test_merge_streams_joins_adjacent_chunks_of_one_stream_only():
+    figure = nbformat.v4.new_output("display_data", data={"text/plain": "<Figure>"})
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="a"),
+        nbformat.v4.new_output("stream", name="stdout", text="b\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="warning\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="c\n"),
+        figure,
+        nbformat.v4.new_output("stream", name="stdout", text=["d\n", "e\n"]),
+    ])])
+    outputs = merge_streams(notebook).cells[0].outputs
+    assert [(o.get("name"), o.get("text")) for o in outputs] == [
+        ("stdout", "ab\n"), ("stderr", "warning\n"), ("stdout", "c\n"), (None, None), ("stdout", ["d\n", "e\n"])]
+    nbformat.validate(notebook)
+    assert merge_streams(copy.deepcopy(notebook)) == notebook
