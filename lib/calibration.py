@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -32,6 +31,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
+from lib.runs import OptionScores, option_scores
+
 __all__ = [
     "reliability_bins",
     "ece",
@@ -40,8 +41,6 @@ __all__ = [
     "bootstrap_interval",
     "TemperatureScaling",
     "TwoStepTemperatureScaling",
-    "OptionScores",
-    "option_scores",
     "ResultsTemperatureScaling",
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
@@ -486,87 +485,6 @@ class TwoStepTemperatureScaling:
 # ---------------------------------------------------------------------------
 # Temperature scaling of saved decision results (lib.runs.load_results frames)
 # ---------------------------------------------------------------------------
-
-_LOG_FLOOR = 1e-12
-"""Smallest probability taken to a log: an option the model gave probability 0 stays finite."""
-
-
-@dataclass(frozen=True)
-class OptionScores:
-    """One decision step of a results frame, ready for :class:`TemperatureScaling`.
-
-    logprobs: per message, a 1-D array of scores of the options offered at this step (log
-        probabilities; for ``knn`` the cosine similarities, which softmax treats the same way).
-    labels: shape (n,), index of the right option per message, -1 where the right answer was
-        not among the options (such rows cannot be used to fit).
-    chosen: shape (n,), index of the option the decider chose per message.
-    """
-
-    step: str
-    logprobs: list[np.ndarray]
-    labels: np.ndarray
-    chosen: np.ndarray
-
-
-def _index_or_minus_one(options: Sequence[str], item: str) -> int:
-    return list(options).index(item) if item in options else -1
-
-
-def option_scores(results: pd.DataFrame, method: str, label_groups: Any = None) -> list[OptionScores]:
-    """The per-step option scores of a saved results frame, one :class:`OptionScores` per step.
-
-    Which scores each method has (columns of :func:`lib.runs.load_results`):
-
-    * ``full``: two steps. "group": ``group_probs`` over the 8 group letters, right option =
-      the gold label's group (``label_groups``, a :class:`lib.grammar.LabelGroups`, gives the
-      group order; required). "intent": ``intent_probs`` over the chosen group's intents
-      (``candidates``), right option defined only when the chosen group holds the gold label.
-    * ``shortlist``: one step "option": ``option_probs`` over ``candidates``.
-    * ``embed-logreg``: one step "class": the top-8 class probabilities plus one option
-      "all other intents" holding the remaining mass, so that temperature 1 reproduces the
-      saved confidence and every message has a right option. (Under another temperature the
-      lumped option is an approximation: the remaining classes' own logits were not saved.)
-    * ``knn``: one step "similarity": the cosine similarities of the 8 nearest intents as
-      scores, so ``softmax(similarity / T)`` turns them into probabilities. At T = 1 this is
-      *not* the saved confidence (the margin); temperature scaling gives knn a probability.
-
-    Probabilities are floored at 1e-12 before the log.
-    """
-    if method not in ("full", "shortlist", "embed-logreg", "knn"):
-        raise ValueError(f"method must be 'full', 'shortlist', 'embed-logreg' or 'knn', got {method!r}")
-    if len(results) == 0:
-        raise ValueError("results is empty: need at least one saved decision")
-    gold = results["label"].tolist()
-    candidates = results["candidates"].tolist()
-    pred = results["pred"].tolist()
-
-    def logs(column: str) -> list[np.ndarray]:
-        return [np.log(np.clip(np.asarray(p, dtype=float), _LOG_FLOOR, None)) for p in results[column]]
-
-    in_candidates = np.array([_index_or_minus_one(c, g) for c, g in zip(candidates, gold)])
-    chosen = np.array([_index_or_minus_one(c, p) for c, p in zip(candidates, pred)])
-    if method == "full":
-        if label_groups is None:
-            raise ValueError("label_groups is required for method 'full': it says which group holds each label")
-        group_of = {label: i for i, labels in enumerate(label_groups.groups.values()) for label in labels}
-        group_labels = np.array([group_of.get(g, -1) for g in gold])
-        group_chosen = np.array([list(options).index(code.split("-")[0])
-                                 for options, code in zip(results["group_options"], results["code"])])
-        return [OptionScores("group", logs("group_probs"), group_labels, group_chosen),
-                OptionScores("intent", logs("intent_probs"), in_candidates, chosen)]
-    if method == "shortlist":
-        return [OptionScores("option", logs("option_probs"), in_candidates, chosen)]
-    if method == "embed-logreg":
-        rows = []
-        for probs in results["candidate_probs"]:
-            probs = np.asarray(probs, dtype=float)
-            rest = max(1.0 - float(probs.sum()), _LOG_FLOOR)
-            rows.append(np.log(np.clip(np.append(probs, rest), _LOG_FLOOR, None)))
-        labels = np.array([i if i >= 0 else len(c) for i, c in zip(in_candidates, candidates)])
-        return [OptionScores("class", rows, labels, chosen)]
-    similarities = [np.asarray(s, dtype=float) for s in results["candidate_probs"]]
-    return [OptionScores("similarity", similarities, in_candidates, chosen)]
-
 
 class ResultsTemperatureScaling:
     """Temperature scaling of a saved results frame: one temperature per step of the method.

@@ -335,7 +335,7 @@ def _full_frame():
 
 
 def test_option_scores_full_labels_and_chosen():
-    from lib.calibration import option_scores
+    from lib.runs import option_scores
 
     frame, groups = _full_frame()
     group, intent = option_scores(frame, "full", groups)
@@ -362,7 +362,8 @@ def test_results_temperature_at_one_reproduces_saved_confidence_and_keeps_choice
 def test_results_temperature_logreg_lumps_the_rest_and_knn_uses_similarities():
     import pandas as pd
 
-    from lib.calibration import ResultsTemperatureScaling, option_scores
+    from lib.calibration import ResultsTemperatureScaling
+    from lib.runs import option_scores
 
     frame = pd.DataFrame({"label": ["a", "c"], "pred": ["a", "b"], "candidates": [["a", "b"], ["b", "a"]],
                           "candidate_probs": [np.array([0.6, 0.3]), np.array([0.5, 0.2])],
