@@ -163,10 +163,8 @@ def quotes_verified(result: GroundingResult | None) -> bool:
 
 def fit_gates(
     dev: pd.DataFrame,
+    scope: R.Scope,
     *,
-    index: R.DenseIndex,
-    example_questions: Sequence[str] | np.ndarray,
-    embed: R.Embed,
     boundary_target: float = 0.95,
     retrieval_target: float = 0.90,
 ) -> tuple[R.Gate, R.RetrievalGate]:
@@ -178,11 +176,12 @@ def fit_gates(
 
     Args:
         dev: the dev questions (columns question, type). Never pass test questions.
+        scope: the index and the in-scope examples the gates look at.
     """
-    b = R.boundary_scores(dev["question"], example_questions, embed)
+    b = R.boundary_scores(dev["question"], scope.example_questions, scope.embed)
     boundary_gate = R.Gate(target_precision=boundary_target).fit(b, (dev["type"] != "out_of_scope").to_numpy())
     inside = dev[boundary_gate.predict(b)]
-    features = R.retrieval_features(index, inside)
+    features = R.retrieval_features(scope.index, inside)
     retrieval_gate = R.RetrievalGate(target_precision=retrieval_target).fit(
         features, (inside["type"] == "answerable").to_numpy())
     return boundary_gate, retrieval_gate
@@ -199,10 +198,8 @@ def fit_ask_gate(
     dev: pd.DataFrame,
     boundary_gate: R.Gate,
     retrieval_gate: R.RetrievalGate,
+    scope: R.Scope,
     *,
-    index: R.DenseIndex,
-    example_questions: Sequence[str] | np.ndarray,
-    embed: R.Embed,
     n_offer: int = 3,
     target_precision: float = 0.8,
 ) -> R.Gate:
@@ -214,8 +211,7 @@ def fit_ask_gate(
     The threshold is the lowest top score whose ASK precision on dev reaches
     `target_precision` (`lib.retrieval.Gate`); below it nothing is close -> HAND_OVER.
     """
-    verdicts = R.route_many(dev["question"], boundary_gate, retrieval_gate, index=index,
-                            example_questions=example_questions, embed=embed)
+    verdicts = R.route_many(dev["question"], boundary_gate, retrieval_gate, scope)
     rows = [i for i, v in enumerate(verdicts) if v.failed_gate in ("retrieval_score", "retrieval_margin")]
     if not rows:
         raise ValueError("fit_ask_gate: no dev question fails the retrieval gate after passing the boundary")
@@ -419,10 +415,10 @@ class Assistant:
 
     Args:
         llm: the model (anything with `chat` and `next_token_logprobs`, see `lib.llm.LLM`).
-        index: a `DenseIndex` over heading chunks (its cosines are what the gates were fitted on).
+        scope: the gates' `lib.retrieval.Scope`: a `DenseIndex` over heading chunks (its cosines
+            are what the gates were fitted on) and the in-scope examples for the boundary (texts,
+            embedded once here, or their embeddings).
         sections: section id -> section text, the texts the model is shown.
-        example_questions: in-scope examples for the boundary (texts or their embeddings).
-        embed: the embedder used for the index and the examples.
         boundary_gate, retrieval_gate: fitted on dev (`fit_gates`).
         ask_gate: fitted on dev (`fit_ask_gate`): top score at or above its threshold -> ASK.
         answerability_threshold: fitted on dev traces (`fit_answerability_threshold`); NaN
@@ -435,10 +431,8 @@ class Assistant:
     """
 
     llm: LLM
-    index: R.DenseIndex
+    scope: R.Scope
     sections: Mapping[str, str]
-    example_questions: Sequence[str] | np.ndarray
-    embed: R.Embed
     boundary_gate: R.Gate
     retrieval_gate: R.RetrievalGate
     ask_gate: R.Gate
@@ -449,8 +443,9 @@ class Assistant:
     perplexity_ceiling: float = math.inf
 
     def __post_init__(self) -> None:
-        if isinstance(self.example_questions, (list, tuple)):
-            self.example_questions = np.asarray(self.embed(list(self.example_questions)))
+        examples = self.scope.example_questions
+        if isinstance(examples, (list, tuple)):
+            self.scope = replace(self.scope, example_questions=np.asarray(self.scope.embed(list(examples))))
         for name, value in (("n_sources", self.n_sources), ("n_offer", self.n_offer), ("max_tokens", self.max_tokens)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -466,9 +461,7 @@ class Assistant:
     def run_many(self, questions: Sequence[str] | pd.DataFrame) -> list[Trace]:
         """`run` for many questions; the gates are computed in one batch."""
         texts = questions["question"].tolist() if isinstance(questions, pd.DataFrame) else list(questions)
-        verdicts = R.route_many(texts, self.boundary_gate, self.retrieval_gate, index=self.index,
-                                example_questions=self.example_questions, embed=self.embed,
-                                n_sources=self.n_sources)
+        verdicts = R.route_many(texts, self.boundary_gate, self.retrieval_gate, self.scope, n_sources=self.n_sources)
         return [self._run_one(v) for v in verdicts]
 
     def _run_one(self, verdict: R.RoutingVerdict) -> Trace:

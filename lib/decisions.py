@@ -10,11 +10,12 @@ behind it, and the time it took. Notebooks 06-12 compare these on saved results
   group letter then intent letter; confidence = P(group) x P(intent | group), each step
   renormalised over the letters allowed there (`lib.logprobs.renormalize`).
 - `ShortlistDecider` ("retrieve, then choose"): MiniLM nearest neighbours over the
-  training pool propose k distinct intents, the model picks a letter. Small models favour
-  some letters whatever the options say (position bias), so the decider can average over
-  several orderings of the options and divide out the model's prior over letters measured
-  on a content-free message (contextual calibration, Zhao et al., 2021). Every ordering's
-  probabilities are kept, so each correction can be judged on its own.
+  training pool (`lib.indexes.IntentRetriever`) propose k distinct intents, the model
+  picks a letter. Small models favour some letters whatever the options say (position
+  bias), so the decider can average over several orderings of the options and divide out
+  the model's prior over letters measured on a content-free message (contextual
+  calibration, Zhao et al., 2021). Every ordering's probabilities are kept, so each
+  correction can be judged on its own.
 - `NearestNeighbourDecider` and `LogRegDecider`: baselines without an LLM, on the same
   MiniLM embeddings of the same training pool.
 
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Literal, Protocol, Sequence
 
 import numpy as np
@@ -40,6 +40,7 @@ import pandas as pd
 from lib.datasets import OUT_OF_SCOPE, LabelGroups
 from lib.grammar import assign_codes, gbnf_for_codes, letters
 from lib.hashing import fingerprint
+from lib.indexes import IntentRetriever, pool_embeddings
 from lib.llm import CapabilityError, EmbeddedLLM, Message, validate_messages
 from lib.logprobs import renormalize
 from lib.recording import RecordedLLM
@@ -256,60 +257,7 @@ def _letter_candidates(backend: EmbeddedLLM, logprobs: np.ndarray, answers: Sequ
     return candidates
 
 
-# --------------------------------------------------------------------------- retrieval
-
-
-EMBEDDING_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "embeddings"
-
-
-def pool_embeddings(texts: Sequence[str], embed: Any = None) -> np.ndarray:
-    """MiniLM vectors of a training pool, cached on disk (.cache/embeddings/) by a hash of the texts.
-
-    Embedding BANKING77's or CLINC150's pool takes minutes on two cores, and every run of
-    every method needs it; the vectors are deterministic, so they are computed once. A
-    custom `embed` function (tests) is never cached.
-    """
-    from lib.embeddings import embed as minilm
-
-    if embed is not None:
-        return embed(list(texts))
-    path = EMBEDDING_CACHE / f"{fingerprint(list(texts))}.npy"
-    if path.is_file():
-        return np.load(path)
-    vectors = minilm(list(texts))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, vectors)
-    return vectors
-
-
-class IntentRetriever:
-    """MiniLM nearest neighbours over a pool of labelled training messages."""
-
-    def __init__(self, pool: pd.DataFrame, embed: Any = None) -> None:
-        from lib.embeddings import embed as minilm
-
-        self._embed = embed or minilm
-        self.texts = pool["text"].tolist()
-        self.labels = np.asarray(pool["label"].tolist())
-        self.vectors = pool_embeddings(self.texts, embed)
-        self.pool_fingerprint = fingerprint([self.texts, self.labels.tolist()])
-
-    def nearest_intents(self, text: str, k: int) -> list[tuple[str, float]]:
-        """The k distinct intents of the nearest pool messages, each with its best cosine similarity."""
-        return self.nearest_to_vector(self._embed([text])[0], k)
-
-    def nearest_to_vector(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """`nearest_intents` for a message already embedded."""
-        similarities = self.vectors @ vector
-        order = np.argsort(-similarities, kind="stable")
-        found: dict[str, float] = {}
-        for index in order:
-            label = str(self.labels[index])
-            if label not in found:
-                found[label] = float(similarities[index])
-                if len(found) == k:
-                    break
-        return list(found.items())
+# --------------------------------------------------------------------------- baselines without an LLM
 
 
 class NearestNeighbourDecider:
@@ -332,7 +280,7 @@ class NearestNeighbourDecider:
     def decide_many(self, texts: Sequence[str]) -> list[IntentDecision]:
         """Decisions for many messages, embedded in one batch (seconds: the batch's time per message)."""
         start = time.perf_counter()
-        vectors = self.retriever._embed([_clean_message(text) for text in texts])
+        vectors = self.retriever.embed([_clean_message(text) for text in texts])
         decisions = [self._decision(vector) for vector in vectors]
         seconds = (time.perf_counter() - start) / max(len(texts), 1)
         return [replace(decision, seconds=seconds) for decision in decisions]

@@ -123,7 +123,7 @@ def short_answer_questions(n: int = N_HANDBOOK_QUESTIONS, seed: int = HANDBOOK_S
 
 def _handbook(llm: Any, results_dir: Path):
     from lib.datasets import load_corpus
-    from lib.retrieval import DenseIndex, chunk_by_heading
+    from lib.indexes import DenseIndex, chunk_by_heading
     from lib.semantic_entropy import (GREEDY_TOP_LOGPROBS, N_SAMPLES, SAMPLE_TEMPERATURE, SHORT_ANSWER_MAX_TOKENS,
                                       SHORT_ANSWER_SYSTEM, LLMEntailment, bidirectional, cluster_by_meaning,
                                       sample_answers)
@@ -183,8 +183,9 @@ def letters_and_names_deciders(llm: Any) -> tuple[Any, Any, CallTimer]:
     candidates of the next token (through a `CallTimer`, which also adds up its seconds), the
     names decider is used for its prompt (`messages`): names are generated under a grammar.
     """
-    from lib.decisions import IntentRetriever, ShortlistDecider
+    from lib.decisions import ShortlistDecider
     from lib.datasets import load_label_groups
+    from lib.indexes import IntentRetriever
     from lib.runs import training_pool
 
     timer = CallTimer(llm)
@@ -268,7 +269,7 @@ def _grammar_vs_free(llm: Any, results_dir: Path):
 def _silent_corpus(llm: Any, results_dir: Path):
     from lib.datasets import load_corpus, load_questions
     from lib.grounding import DEFAULT_MAX_TOKENS, GROUNDING_SYSTEM_PROMPT, grounded_answer
-    from lib.retrieval import DenseIndex, chunk_by_heading
+    from lib.indexes import DenseIndex, chunk_by_heading
 
     questions = pd.concat([load_questions("dev"), load_questions("test")])
     questions = questions[questions["type"] == "unanswerable"].sort_values("id").reset_index(drop=True)
@@ -305,20 +306,19 @@ def build_assistant(llm: Any) -> AssistantSetup:
     from lib import assistant as A
     from lib import retrieval as R
     from lib.datasets import load_corpus, load_questions, load_scope_examples
+    from lib.indexes import DenseIndex, chunk_by_heading
 
     s = ASSISTANT_SETTINGS
     sections = load_corpus()
     dev, test = load_questions("dev"), load_questions("test")
-    index = R.DenseIndex(R.chunk_by_heading(sections), llm.embed)
-    examples = llm.embed(load_scope_examples())
-    gate_args = dict(index=index, example_questions=examples, embed=llm.embed)
-    boundary, retrieval = A.fit_gates(dev, **gate_args, boundary_target=s["boundary_target"],
+    scope = R.Scope(DenseIndex(chunk_by_heading(sections), llm.embed), llm.embed(load_scope_examples()))
+    boundary, retrieval = A.fit_gates(dev, scope, boundary_target=s["boundary_target"],
                                       retrieval_target=s["retrieval_target"])
-    ask = A.fit_ask_gate(dev, boundary, retrieval, **gate_args, n_offer=s["n_offer"], target_precision=s["ask_target"])
-    assistant = A.Assistant(llm=llm, index=index, sections={x.id: x.text for x in sections}, example_questions=examples,
-                            embed=llm.embed, boundary_gate=boundary, retrieval_gate=retrieval, ask_gate=ask,
+    ask = A.fit_ask_gate(dev, boundary, retrieval, scope, n_offer=s["n_offer"], target_precision=s["ask_target"])
+    assistant = A.Assistant(llm=llm, scope=scope, sections={x.id: x.text for x in sections},
+                            boundary_gate=boundary, retrieval_gate=retrieval, ask_gate=ask,
                             n_sources=s["n_sources"], n_offer=s["n_offer"], max_tokens=s["max_tokens"])
-    routes = R.route_many(dev["question"], boundary, retrieval, **gate_args)
+    routes = R.route_many(dev["question"], boundary, retrieval, scope)
     passed = dev[[v.failed_gate is None for v in routes]]
     dev_fit = passed.sample(s["n_dev_fit"], random_state=s["dev_fit_seed"]).sort_values("id")
     return AssistantSetup(assistant, dev, test, dev_fit)

@@ -34,9 +34,10 @@ import numpy as np
 import pandas as pd
 
 from lib.datasets import OUT_OF_SCOPE
-from lib.decisions import (Debias, Decider, IntentDecision, FullListDecider, IntentRetriever, LogRegDecider,
-                           NearestNeighbourDecider, ShortlistDecider, shortlist_probabilities)
+from lib.decisions import (Debias, Decider, IntentDecision, FullListDecider, LogRegDecider, NearestNeighbourDecider,
+                           ShortlistDecider, shortlist_probabilities)
 from lib.hashing import fingerprint
+from lib.indexes import IntentRetriever
 from lib.llm import library_versions
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"

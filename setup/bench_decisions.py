@@ -32,8 +32,9 @@ def main() -> None:
     os.environ["WORKBOOK_MODE"] = "live"
 
     from lib import get_llm
-    from lib.decisions import FullListDecider, IntentRetriever, ShortlistDecider, embedded_backend
+    from lib.decisions import FullListDecider, ShortlistDecider, embedded_backend
     from lib.datasets import load_label_groups
+    from lib.indexes import IntentRetriever
     from lib.runs import load_split, training_pool
 
     llm = get_llm()

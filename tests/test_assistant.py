@@ -32,9 +32,10 @@ from lib.assistant import (
 )
 from lib.datasets import Section
 from lib.grounding import GROUNDING_SYSTEM_PROMPT
+from lib.indexes import DenseIndex, chunk_by_heading
 from lib.llm import Completion, NextTokenLogprobs, TokenLogprob
 from lib.routing import Action
-from test_retrieval import fake_embed
+from test_indexes import fake_embed
 
 SECTIONS = [
     Section("handbook/thesis-committee", "handbook", "Graduate Handbook", "Thesis committee",
@@ -88,11 +89,11 @@ class FakeLLM:
 
 @pytest.fixture(scope="module")
 def index():
-    return R.DenseIndex(R.chunk_by_heading(SECTIONS), fake_embed)
+    return DenseIndex(chunk_by_heading(SECTIONS), fake_embed)
 
 
 def make_assistant(index, llm, threshold=0.5):
-    return Assistant(llm=llm, index=index, sections=TEXTS, example_questions=EXAMPLES, embed=fake_embed,
+    return Assistant(llm=llm, scope=R.Scope(index, EXAMPLES), sections=TEXTS,
                      boundary_gate=R.Gate(threshold=0.2),
                      retrieval_gate=R.RetrievalGate(score_threshold=0.35, margin_threshold=0.2),
                      ask_gate=R.Gate(threshold=0.25), answerability_threshold=threshold,
@@ -240,10 +241,9 @@ def test_fit_gates_and_ask_gate_on_dev_frame(index):
     })
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", R.UnreachableTargetWarning)
-        boundary, retrieval = fit_gates(dev, index=index, example_questions=EXAMPLES, embed=fake_embed)
+        boundary, retrieval = fit_gates(dev, R.Scope(index, EXAMPLES))
         assert not math.isnan(boundary.threshold) and not math.isnan(retrieval.score_threshold)
-        ask = fit_ask_gate(dev, boundary, retrieval, index=index, example_questions=EXAMPLES, embed=fake_embed,
-                           n_offer=2, target_precision=0.5)
+        ask = fit_ask_gate(dev, boundary, retrieval, R.Scope(index, EXAMPLES), n_offer=2, target_precision=0.5)
     assert not math.isnan(ask.threshold)
 
 
@@ -272,13 +272,13 @@ def test_decision_table_has_fixed_rows_and_columns(index):
 
 def test_bad_arguments_are_refused(index):
     with pytest.raises(ValueError, match="n_sources"):
-        Assistant(llm=FakeLLM(), index=index, sections=TEXTS, example_questions=EXAMPLES, embed=fake_embed,
+        Assistant(llm=FakeLLM(), scope=R.Scope(index, EXAMPLES), sections=TEXTS,
                   boundary_gate=R.Gate(threshold=0.2),
                   retrieval_gate=R.RetrievalGate(score_threshold=0.35, margin_threshold=0.2),
                   ask_gate=R.Gate(threshold=0.25), n_sources=0)
     with pytest.raises(RuntimeError, match="ask_gate"):
-        Assistant(llm=FakeLLM(), index=index, sections=TEXTS, example_questions=np.asarray(fake_embed(EXAMPLES)),
-                  embed=fake_embed, boundary_gate=R.Gate(threshold=0.2),
+        Assistant(llm=FakeLLM(), scope=R.Scope(index, np.asarray(fake_embed(EXAMPLES))), sections=TEXTS,
+                  boundary_gate=R.Gate(threshold=0.2),
                   retrieval_gate=R.RetrievalGate(score_threshold=0.35, margin_threshold=0.2), ask_gate=R.Gate())
 
 

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from lib.datasets import OUT_OF_SCOPE, banking77_pool, load_label_groups
-from lib.decisions import (FullListDecider, IntentRetriever, LogRegDecider, NearestNeighbourDecider,
-                           ShortlistDecider, contextual_calibration, cyclic_orders, shortlist_probabilities,
-                           significant)
+from lib.decisions import (FullListDecider, LogRegDecider, NearestNeighbourDecider, ShortlistDecider,
+                           contextual_calibration, cyclic_orders, shortlist_probabilities, significant)
+from lib.indexes import IntentRetriever
 
 ADVERSARIAL = [
     "",

@@ -80,7 +80,7 @@ def test_arguments_are_checked(tmp_path):
 def test_notebook02_saved_vectors_are_complete_and_current():
     """The committed vectors cover notebook 02's texts and were made by the installed MiniLM,
     so the notebook reads them all and never writes the file."""
-    from lib import retrieval
+    from lib import indexes
     from lib.datasets import DATA_DIR, load_corpus, load_questions, load_scope_examples
     from lib.embeddings import model_fingerprint, text_key
 
@@ -90,7 +90,7 @@ def test_notebook02_saved_vectors_are_complete_and_current():
         assert saved["vectors"].shape == (len(keys), 384)
         assert np.allclose(np.linalg.norm(saved["vectors"], axis=1), 1.0, atol=1e-4)
     sections = load_corpus()
-    texts = [c.text for c in retrieval.chunk_by_heading(sections)] + [c.text for c in retrieval.chunk_whole_document(sections)]
+    texts = [c.text for c in indexes.chunk_by_heading(sections)] + [c.text for c in indexes.chunk_whole_document(sections)]
     texts += load_questions()["question"].tolist() + load_scope_examples()
     missing = [text for text in texts if text_key(text) not in keys]
     assert not missing, f"{len(missing)} texts of notebook 02 are not saved; run the notebook and commit the file"

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from lib.assistant import decision_table, fit_answerability_threshold
-from lib.decisions import IntentRetriever, ShortlistDecider
+from lib.decisions import ShortlistDecider
 from lib.datasets import banking77_pool, load_label_groups
+from lib.indexes import IntentRetriever
 from lib.llm import CapabilityError, TokenLogprob
 from lib.question_runs import RUNS, CallTimer, decode_tokens, encode_tokens, short_answer_questions
 from lib.runs import load_item_run, run_items
