@@ -40,7 +40,6 @@ __all__ = [
     "nll",
     "bootstrap_interval",
     "TemperatureScaling",
-    "TwoStepTemperatureScaling",
     "ResultsTemperatureScaling",
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
@@ -437,49 +436,6 @@ class TemperatureScaling:
         _require_fitted(self, "temperature_", "predict_confidence")
         padded = _pad_logprobs(option_logprobs)
         return np.exp(_log_softmax(padded, self.temperature_).max(axis=1))
-
-
-class TwoStepTemperatureScaling:
-    """Temperature scaling for two-step codes: first a group, then an intent within it.
-
-    One :class:`TemperatureScaling` per step (``group_`` and ``intent_``). The confidence
-    in a chosen path is the product of the two steps' top probabilities,
-    P(group right) * P(intent right | group right).
-
-    The two steps may be fitted on different rows: intent labels are only defined when the
-    intent step was offered the true group's intents, so a natural choice is to fit the
-    intent step on the rows where the group step was right.
-    """
-
-    def __init__(self, bounds: tuple[float, float] = (0.01, 100.0)) -> None:
-        self.bounds = _check_bounds(bounds)
-
-    def fit(
-        self,
-        group_logprobs: OptionLogprobs,
-        group_labels: Sequence[int] | np.ndarray,
-        intent_logprobs: OptionLogprobs,
-        intent_labels: Sequence[int] | np.ndarray,
-    ) -> "TwoStepTemperatureScaling":
-        """Fit one temperature per step, each on its own (logprobs, labels) rows."""
-        self.group_ = TemperatureScaling(self.bounds).fit(group_logprobs, group_labels)
-        self.intent_ = TemperatureScaling(self.bounds).fit(intent_logprobs, intent_labels)
-        return self
-
-    def predict_confidence(self, group_logprobs: OptionLogprobs, intent_logprobs: OptionLogprobs) -> np.ndarray:
-        """Confidence in the chosen (group, intent) path, shape (n,), values in (0, 1].
-
-        Row i of ``intent_logprobs`` must score the intents of the group chosen in row i.
-        """
-        _require_fitted(self, "group_", "predict_confidence")
-        group_confidence = self.group_.predict_confidence(group_logprobs)
-        intent_confidence = self.intent_.predict_confidence(intent_logprobs)
-        if group_confidence.shape != intent_confidence.shape:
-            raise ValueError(
-                "group_logprobs and intent_logprobs must have the same number of rows, "
-                f"got {group_confidence.size} and {intent_confidence.size}"
-            )
-        return group_confidence * intent_confidence
 
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from lib.calibration import (
     IsotonicCalibrator,
     PlattCalibrator,
     TemperatureScaling,
-    TwoStepTemperatureScaling,
     bootstrap_interval,
     brier,
     ece,
@@ -240,23 +239,6 @@ def test_temperature_scaling_bad_input():
         scaler.fit([[], [0.0]], [0, 0])
     with pytest.raises(ValueError, match="bounds"):
         TemperatureScaling(bounds=(0.0, 10.0))
-
-
-def test_two_step_temperature_is_a_product_of_two_scalers():
-    group_logits, group_labels = _synthetic_logits(3000, 4, 2.0, seed=8)
-    intent_logits, intent_labels = _synthetic_logits(3000, 6, 0.7, seed=9)
-    two_step = TwoStepTemperatureScaling().fit(group_logits, group_labels, intent_logits, intent_labels)
-    assert two_step.group_.temperature_ == pytest.approx(2.0, rel=0.1)
-    assert two_step.intent_.temperature_ == pytest.approx(0.7, rel=0.1)
-    path = two_step.predict_confidence(group_logits[:10], intent_logits[:10])
-    expected = two_step.group_.predict_confidence(group_logits[:10]) * two_step.intent_.predict_confidence(
-        intent_logits[:10]
-    )
-    np.testing.assert_allclose(path, expected)
-    with pytest.raises(ValueError, match="same number of rows"):
-        two_step.predict_confidence(group_logits[:10], intent_logits[:9])
-    with pytest.raises(NotFittedError):
-        TwoStepTemperatureScaling().predict_confidence(group_logits, intent_logits)
 
 
 # --- confidence calibrators ------------------------------------------------------
