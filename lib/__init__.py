@@ -6,7 +6,8 @@ embedded backend), `openai_compatible` (the server backend), `recording` (record
 `retrieval`, `quotes`, `structured`, `grounding`, `extraction` (committee facts read by
 the model), `rules` (the committee rules in Python and Z3). Part II: `grammar`, `code_steps`,
 `logprobs`, `decisions`, `runs`, `question_runs`, `semantic_entropy`. Part III: `calibration`,
-`selective`, `routing`, `plots`, `assistant`. And `exercises` for every notebook.
+`selective`, `out_of_scope`, `routing`, `plots`,
+`assistant`. And `exercises` for every notebook.
 Notebooks start with `from lib import get_llm`.
 """
 from lib.recording import get_llm
