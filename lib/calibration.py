@@ -2,20 +2,17 @@
 
 This module measures calibration (reliability bins, ECE, Brier score, NLL, bootstrap
 intervals) and repairs it with calibrators that are fitted on calibration data and applied
-to new data, in the scikit-learn style: ``fit`` returns the fitted object, ``predict``
-refuses to run before ``fit``.
+to new data, in the scikit-learn style: `fit` returns the fitted object, `predict`
+refuses to run before `fit` (`lib.checks.require_fitted`).
 
-Conventions used throughout the workbook:
+Conventions used throughout the workbook (checked by `lib.checks`, so that every public
+function rejects bad input with the same messages):
 
-* ``confidence``: 1-D float array, shape ``(n,)``, values in ``[0, 1]``, no NaN or inf.
-* ``correct``: 1-D array, shape ``(n,)``, of booleans or of 0/1 numbers: was the answer
+* `confidence`: 1-D float array, shape (n,), values in [0, 1], no NaN or inf.
+* `correct`: 1-D array, shape (n,), of booleans or of 0/1 numbers: was the answer
   the system would give right?
 * Option log-probabilities (temperature scaling): one 1-D array of scores per question,
   one score per offered option, rows may have different lengths.
-
-The input checks (``_check_confidence``, ``_check_binary``, ``_check_confidence_correct``,
-``_require_fitted``) are shared with :mod:`lib.selective` and :mod:`lib.routing` so that
-every public function rejects bad input with the same messages.
 """
 from __future__ import annotations
 
@@ -27,10 +24,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize_scalar
 from scipy.special import expit, logsumexp
-from sklearn.exceptions import NotFittedError
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
+from lib.checks import check_confidence, check_confidence_correct, check_positive_int, require_fitted
 from lib.runs import OptionScores, option_scores
 
 __all__ = [
@@ -48,91 +45,6 @@ __all__ = [
 ]
 
 BinStrategy = Literal["uniform", "quantile"]
-
-# ---------------------------------------------------------------------------
-# Shared input checks
-# ---------------------------------------------------------------------------
-
-
-def _check_confidence(confidence: object, name: str = "confidence") -> np.ndarray:
-    """Return ``confidence`` as a 1-D float array after checking it is a usable confidence.
-
-    Raises ValueError naming ``name`` when the array is not 1-D, is empty, holds NaN/inf,
-    or holds values outside [0, 1].
-    """
-    try:
-        values = np.asarray(confidence, dtype=float)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} must be numbers in [0, 1]; could not convert: {error}") from None
-    if values.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of shape (n,), got shape {values.shape}")
-    if values.size == 0:
-        raise ValueError(f"{name} is empty: need at least one item")
-    bad = ~np.isfinite(values)
-    if bad.any():
-        raise ValueError(
-            f"{name} contains NaN or inf at index {int(np.argmax(bad))}; "
-            "a confidence must be a finite probability"
-        )
-    outside = (values < 0.0) | (values > 1.0)
-    if outside.any():
-        i = int(np.argmax(outside))
-        raise ValueError(f"{name} must lie in [0, 1], but {name}[{i}] = {values[i].item()!r}")
-    return values
-
-
-def _check_binary(values: object, name: str = "correct") -> np.ndarray:
-    """Return ``values`` as a 1-D boolean array, checking it holds only True/False or 0/1.
-
-    Raises ValueError naming ``name`` when the array is not 1-D, is empty, or holds anything
-    other than booleans or the numbers 0 and 1.
-    """
-    array = np.asarray(values)
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of shape (n,), got shape {array.shape}")
-    if array.size == 0:
-        raise ValueError(f"{name} is empty: need at least one item")
-    if array.dtype == bool:
-        return array
-    if not np.issubdtype(array.dtype, np.number):
-        raise ValueError(f"{name} must hold booleans or 0/1, got dtype {array.dtype}")
-    not_binary = ~np.isin(array, (0, 1))
-    if not_binary.any():
-        i = int(np.argmax(not_binary))
-        raise ValueError(f"{name} must hold only booleans or 0/1, but {name}[{i}] = {array[i].item()!r}")
-    return array.astype(bool)
-
-
-def _check_confidence_correct(confidence: object, correct: object) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a (confidence, correct) pair; return ``(float array, bool array)`` of shape (n,).
-
-    Raises ValueError naming the faulty argument: empty arrays, mismatched lengths, NaN/inf
-    confidence, confidence outside [0, 1], or non-binary ``correct``.
-    """
-    conf = _check_confidence(confidence, "confidence")
-    corr = _check_binary(correct, "correct")
-    if conf.shape != corr.shape:
-        raise ValueError(
-            f"confidence and correct must have the same length, got {conf.size} and {corr.size}"
-        )
-    return conf, corr
-
-
-def _require_fitted(estimator: object, attribute: str, method: str) -> None:
-    """Raise sklearn's NotFittedError (a ValueError) if ``estimator.fit`` has not run yet."""
-    if not hasattr(estimator, attribute):
-        name = type(estimator).__name__
-        raise NotFittedError(
-            f"{name} is not fitted yet: call {name}.fit(...) on calibration data "
-            f"before {method}(...)"
-        )
-
-
-def _check_positive_int(value: int, name: str) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is an integer >= 1 (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
 
 # ---------------------------------------------------------------------------
 # Binning and calibration metrics
@@ -199,8 +111,8 @@ def reliability_bins(
     A value exactly on an inner edge belongs to the bin above it; 0.0 belongs to the
     first bin and 1.0 to the last.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
-    _check_positive_int(n_bins, "n_bins")
+    conf, corr = check_confidence_correct(confidence, correct)
+    check_positive_int(n_bins, "n_bins")
     edges = _bin_edges(conf, n_bins, strategy)
     counts, confidence_sums, correct_sums = _bin_sums(conf, corr, edges)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -231,8 +143,8 @@ def ece(
     or "quantile" for bins of roughly equal counts); empty bins add nothing. 0 means that
     within every bin the average confidence equals the share correct.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
-    _check_positive_int(n_bins, "n_bins")
+    conf, corr = check_confidence_correct(confidence, correct)
+    check_positive_int(n_bins, "n_bins")
     counts, confidence_sums, correct_sums = _bin_sums(conf, corr, _bin_edges(conf, n_bins, strategy))
     # |sum correct - sum confidence| per bin equals count * |accuracy - mean confidence|.
     return float(np.abs(correct_sums - confidence_sums).sum() / conf.size)
@@ -243,7 +155,7 @@ def brier(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np
 
     Lower is better. Unlike ECE it rewards discrimination as well as calibration.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     return float(np.mean((conf - corr) ** 2))
 
 
@@ -259,7 +171,7 @@ def nll(
     otherwise cost infinitely much. With the default ``eps = 1e-12`` one such item costs
     about 27.6 nats, large enough to dominate but still a finite number.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     if not 0.0 < eps < 0.5:
         raise ValueError(f"eps must lie in (0, 0.5), got {eps!r}")
     clipped = np.clip(conf, eps, 1.0 - eps)
@@ -299,7 +211,7 @@ def bootstrap_interval(
     n_rows = lengths.pop()
     if n_rows == 0:
         raise ValueError("arrays are empty: need at least one row to resample")
-    _check_positive_int(n, "n (number of resamples)")
+    check_positive_int(n, "n (number of resamples)")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
     estimate = float(metric(*data))
@@ -428,13 +340,13 @@ class TemperatureScaling:
         Returns an array of shape (n, k) for a 2-D array input, otherwise a list of 1-D
         arrays matching the input rows' lengths.
         """
-        _require_fitted(self, "temperature_", "predict_proba")
+        require_fitted(self, "temperature_", "predict_proba")
         padded = _pad_logprobs(option_logprobs)
         return _unpad_like(np.exp(_log_softmax(padded, self.temperature_)), option_logprobs)
 
     def predict_confidence(self, option_logprobs: OptionLogprobs) -> np.ndarray:
         """Probability of the top option of each row, shape (n,), values in (0, 1]."""
-        _require_fitted(self, "temperature_", "predict_confidence")
+        require_fitted(self, "temperature_", "predict_confidence")
         padded = _pad_logprobs(option_logprobs)
         return np.exp(_log_softmax(padded, self.temperature_).max(axis=1))
 
@@ -471,7 +383,7 @@ class TwoStepTemperatureScaling:
 
         Row i of ``intent_logprobs`` must score the intents of the group chosen in row i.
         """
-        _require_fitted(self, "group_", "predict_confidence")
+        require_fitted(self, "group_", "predict_confidence")
         group_confidence = self.group_.predict_confidence(group_logprobs)
         intent_confidence = self.intent_.predict_confidence(intent_logprobs)
         if group_confidence.shape != intent_confidence.shape:
@@ -526,7 +438,7 @@ class ResultsTemperatureScaling:
         ``temperatures`` overrides the fitted ones (e.g. ``{"group": 1.0, "intent": 1.0}`` for
         the unscaled probabilities); steps it does not name keep their fitted temperature.
         """
-        _require_fitted(self, "temperatures_", "predict_confidence")
+        require_fitted(self, "temperatures_", "predict_confidence")
         return self._chosen_probability(option_scores(results, self.method, self.label_groups), temperatures)
 
     def _chosen_probability(self, steps: list[OptionScores], temperatures: dict[str, float] | None) -> np.ndarray:
@@ -558,7 +470,7 @@ class ResultsTemperatureScaling:
             bins), ``NLL`` and ``Brier`` of the chosen answers' confidence against whether
             they were right, and ``mean_confidence``.
         """
-        _require_fitted(self, "temperatures_", "temperature_sweep")
+        require_fitted(self, "temperatures_", "temperature_sweep")
         if step is None:
             if len(self.temperatures_) != 1:
                 raise ValueError(f"method {self.method!r} has steps {sorted(self.temperatures_)}; say which step moves")
@@ -591,15 +503,15 @@ class _ConfidenceCalibrator(ABC):
         self, confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
     ) -> "_ConfidenceCalibrator":
         """Learn the map from raw confidence to accuracy on calibration data; return self."""
-        conf, corr = _check_confidence_correct(confidence, correct)
+        conf, corr = check_confidence_correct(confidence, correct)
         self._fit(conf, corr)
         self.fitted_on_ = conf.size
         return self
 
     def predict(self, confidence: Sequence[float] | np.ndarray) -> np.ndarray:
         """Calibrated confidence, shape (n,), values in [0, 1]."""
-        _require_fitted(self, "fitted_on_", "predict")
-        return np.clip(self._predict(_check_confidence(confidence)), 0.0, 1.0)
+        require_fitted(self, "fitted_on_", "predict")
+        return np.clip(self._predict(check_confidence(confidence)), 0.0, 1.0)
 
     @abstractmethod
     def _fit(self, confidence: np.ndarray, correct: np.ndarray) -> None:
@@ -641,7 +553,7 @@ class HistogramBinningCalibrator(_ConfidenceCalibrator):
     """
 
     def __init__(self, n_bins: int = 15) -> None:
-        _check_positive_int(n_bins, "n_bins")
+        check_positive_int(n_bins, "n_bins")
         self.n_bins = n_bins
 
     def _fit(self, confidence: np.ndarray, correct: np.ndarray) -> None:

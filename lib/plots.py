@@ -21,7 +21,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from lib.calibration import _check_confidence_correct, _check_positive_int, ece, reliability_bins
+from lib.calibration import ece, reliability_bins
+from lib.checks import check_confidence_correct, check_positive_int
 from lib.routing import Action
 from lib.selective import accuracy_coverage
 
@@ -133,7 +134,7 @@ def reliability_grid(
     """
     if not signals:
         raise ValueError("signals is empty: pass {name: (confidence, correct)}")
-    _check_positive_int(columns, "columns")
+    check_positive_int(columns, "columns")
     columns = min(columns, len(signals))
     rows = -(-len(signals) // columns)
     figure = Figure(figsize=(4.0 * columns, 4.6 * rows + 0.6), layout="constrained")
@@ -198,8 +199,8 @@ def threshold_regions(
     count axis on a log scale: when right answers outnumber wrong ones tenfold, the wrong
     answers' histogram is otherwise a flat line at the bottom.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
-    _check_positive_int(n_bins, "n_bins")
+    conf, corr = check_confidence_correct(confidence, correct)
+    check_positive_int(n_bins, "n_bins")
     if not hand_over_threshold <= act_threshold:
         raise ValueError(
             f"hand_over_threshold ({hand_over_threshold!r}) must be <= act_threshold ({act_threshold!r})"

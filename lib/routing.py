@@ -23,13 +23,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from lib.calibration import (
-    _check_binary,
-    _check_confidence,
-    _check_confidence_correct,
-    _check_positive_int,
-    _require_fitted,
-)
+from lib.checks import check_binary, check_confidence, check_confidence_correct, check_positive_int, require_fitted
 from lib.selective import accuracy_coverage
 
 __all__ = [
@@ -89,7 +83,7 @@ def route_by_thresholds(
     of ``inf`` switches its decision off (e.g. ``act_threshold=inf`` never acts). Each row
     is routed on its own: the result for one item does not depend on the others.
     """
-    conf = _check_confidence(confidence)
+    conf = check_confidence(confidence)
     if math.isnan(act_threshold) or math.isnan(hand_over_threshold) or hand_over_threshold > act_threshold:
         raise ValueError(
             "hand_over_threshold must be <= act_threshold (neither NaN), "
@@ -132,7 +126,7 @@ class ThresholdRouter:
         for name, value in (("target_act_accuracy", target_act_accuracy), ("min_ask_accuracy", min_ask_accuracy)):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
-        _check_positive_int(min_act_count, "min_act_count")
+        check_positive_int(min_act_count, "min_act_count")
         self.target_act_accuracy = target_act_accuracy
         self.min_ask_accuracy = min_ask_accuracy
         self.min_act_count = min_act_count
@@ -141,7 +135,7 @@ class ThresholdRouter:
         self, confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
     ) -> "ThresholdRouter":
         """Choose the thresholds from calibration rows only; return self."""
-        conf, corr = _check_confidence_correct(confidence, correct)
+        conf, corr = check_confidence_correct(confidence, correct)
         curve = accuracy_coverage(conf, corr)
         qualifies = (curve["accuracy"] >= self.target_act_accuracy) & (curve["count"] >= self.min_act_count)
         self.reached_target_ = bool(qualifies.any())
@@ -167,7 +161,7 @@ class ThresholdRouter:
 
     def predict(self, confidence: Sequence[float] | np.ndarray) -> np.ndarray:
         """Action per item, object array of :class:`Action`, shape (n,)."""
-        _require_fitted(self, "fitted_on_", "predict")
+        require_fitted(self, "fitted_on_", "predict")
         return route_by_thresholds(confidence, self.act_threshold_, self.hand_over_threshold_)
 
 
@@ -220,12 +214,12 @@ def _checked_outcome_inputs(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The arguments of :func:`outcomes` as checked arrays of one length (in_options may be None)."""
     routed = _check_decisions(decisions)
-    corr = _check_binary(correct, "correct")
+    corr = check_binary(correct, "correct")
     if corr.size != routed.size:
         raise ValueError(f"decisions and correct must have the same length, got {routed.size} and {corr.size}")
     offered = None
     if in_options is not None:
-        offered = _check_binary(in_options, "in_options")
+        offered = check_binary(in_options, "in_options")
         if offered.size != routed.size:
             raise ValueError(
                 f"in_options and decisions must have the same length, got {offered.size} and {routed.size}"
@@ -277,7 +271,7 @@ def bootstrap_outcomes(
         taken over: all rows for shares, the ACT or ASK rows for accuracies).
     """
     routed, corr, offered = _checked_outcome_inputs(decisions, correct, in_options)
-    _check_positive_int(n, "n (number of resamples)")
+    check_positive_int(n, "n (number of resamples)")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
     acted, asked, handed = _route_masks(routed)
@@ -362,7 +356,7 @@ def cost_thresholds(
     calibration confidences is searched exactly (O(n log n)); among equal costs the
     higher thresholds (fewer automatic actions, fewer questions) win.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     costs = _check_cost_table(cost_table)
     curve = accuracy_coverage(conf, corr)
     # Prefix sums over groups of tied confidence, index m = number of top groups taken.
@@ -434,7 +428,7 @@ def routing_summary(
         dict with ``share_act``, ``share_ask``, ``share_hand_over`` (sum to 1),
         ``act_accuracy`` (NaN when nothing is acted on) and ``cost_per_message``.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     routed = route_by_thresholds(conf, act_threshold, hand_over_threshold)
     rates = outcomes(routed, corr)
     return {
@@ -564,7 +558,7 @@ class ConformalClassifier:
 
     def predict_sets(self, probabilities: np.ndarray) -> list[np.ndarray]:
         """Prediction set per row: int arrays of label indices, most probable first."""
-        _require_fitted(self, "q_hat_", "predict_sets")
+        require_fitted(self, "q_hat_", "predict_sets")
         probs = _check_probabilities(probabilities)
         if probs.shape[1] != self.n_classes_:
             raise ValueError(
@@ -605,6 +599,6 @@ def set_router(sets: Sequence[np.ndarray], max_ask: int = 3) -> np.ndarray:
     Returns an object array of :class:`Action`, shape (n,). An empty set means no label
     is plausible enough (e.g. an out-of-scope request), hence HAND_OVER.
     """
-    _check_positive_int(max_ask, "max_ask")
+    check_positive_int(max_ask, "max_ask")
     sizes = np.array([s.size for s in _check_sets(sets)])
     return _decision_array(np.where(sizes == 1, 2, ((sizes >= 2) & (sizes <= max_ask)).astype(int)))

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from lib.calibration import _check_binary, _check_confidence_correct
+from lib.checks import check_binary, check_confidence_correct
 
 __all__ = [
     "accuracy_coverage",
@@ -45,7 +45,7 @@ def accuracy_coverage(
         ``coverage`` (count / n, in (0, 1], increasing) and ``accuracy`` (share of acted
         items that are correct, in [0, 1]). The last row has coverage 1.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     # np.unique sorts ascending; reverse for descending thresholds.
     thresholds, group, group_counts = np.unique(conf, return_inverse=True, return_counts=True)
     group_correct = np.bincount(group, weights=corr.astype(float), minlength=thresholds.size)
@@ -97,7 +97,7 @@ def oracle_aurc(correct: Sequence[bool] | np.ndarray) -> float:
     Args:
         correct: shape (n,), booleans or 0/1.
     """
-    corr = _check_binary(correct, "correct")
+    corr = check_binary(correct, "correct")
     acted = np.arange(1, corr.size + 1)
     risk = np.maximum(acted - int(corr.sum()), 0) / acted
     return float(risk.mean())
@@ -113,7 +113,7 @@ def auroc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np
 
     Raises ValueError if ``correct`` holds only one class (AUROC is undefined).
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     n_right = int(corr.sum())
     n_wrong = corr.size - n_right
     if n_right == 0 or n_wrong == 0:
@@ -169,7 +169,7 @@ def precision_at_recall(
     """
     if not 0.0 < recall <= 1.0:
         raise ValueError(f"recall must lie in (0, 1], got {recall!r}")
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     n_right = int(corr.sum())
     if n_right == 0:
         raise ValueError("correct holds no right answer; recall is undefined")
