@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from lib.checks import check_binary, check_confidence, check_confidence_correct, check_positive_int, require_fitted
-from lib.selective import accuracy_coverage
+from lib.selective import accuracy_coverage, fit_threshold
 
 __all__ = [
     "Action",
@@ -134,21 +134,18 @@ class ThresholdRouter:
     def fit(
         self, confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
     ) -> "ThresholdRouter":
-        """Choose the thresholds from calibration rows only; return self."""
+        """Choose the thresholds from calibration rows only (`lib.selective.fit_threshold`); return self."""
         conf, corr = check_confidence_correct(confidence, correct)
-        curve = accuracy_coverage(conf, corr)
-        qualifies = (curve["accuracy"] >= self.target_act_accuracy) & (curve["count"] >= self.min_act_count)
-        self.reached_target_ = bool(qualifies.any())
-        # Last qualifying row = lowest qualifying threshold (rows go from high to low).
-        self.act_threshold_ = float(curve["threshold"][qualifies].iloc[-1]) if self.reached_target_ else math.inf
+        self.act_threshold_ = fit_threshold(conf, corr, self.target_act_accuracy,
+                                            min_count=self.min_act_count, warn=False)
+        self.reached_target_ = math.isfinite(self.act_threshold_)
 
         below = conf < self.act_threshold_
         self.hand_over_threshold_ = self.act_threshold_
         if below.any():
-            band = accuracy_coverage(conf[below], corr[below])
-            floor_met = band["accuracy"] >= self.min_ask_accuracy
-            if floor_met.any():
-                self.hand_over_threshold_ = float(band["threshold"][floor_met].iloc[-1])
+            floor = fit_threshold(conf[below], corr[below], self.min_ask_accuracy, warn=False)
+            if math.isfinite(floor):
+                self.hand_over_threshold_ = floor
 
         acted = conf >= self.act_threshold_
         asked = ~acted & (conf >= self.hand_over_threshold_)

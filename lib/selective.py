@@ -6,21 +6,33 @@ the threshold gives the accuracy-coverage curve; its complement is the risk-cove
 and the area under that (AURC) summarises it. AUROC asks a different question: how often
 is a right answer more confident than a wrong one?
 
-Inputs follow :mod:`lib.calibration`: ``confidence`` of shape (n,) in [0, 1] and
-``correct`` of shape (n,) holding booleans or 0/1. Items with the same confidence are
-indistinguishable to a threshold, so they always enter the acted set together.
+This module also holds the workbook's one threshold fitter: `threshold_curve` lists every
+"accept the items scoring at least t" with its coverage and accuracy, and `fit_threshold`
+picks the lowest t (so as many items as possible) whose accepted items reach a target
+accuracy. The retrieval gates (`lib.retrieval.Gate`), the routers
+(`lib.routing.ThresholdRouter`) and the assistant's thresholds all fit with it.
+
+Inputs follow `lib.checks`: `confidence` of shape (n,) in [0, 1] and `correct` of shape
+(n,) holding booleans or 0/1 (`threshold_curve` and `fit_threshold` take any real
+scores). Items with the same score are indistinguishable to a threshold, so they always
+enter the accepted set together.
 """
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from lib.checks import check_binary, check_confidence_correct
+from lib.checks import check_binary, check_confidence_correct, check_positive_int
 
 __all__ = [
+    "threshold_curve",
+    "fit_threshold",
+    "UnreachableTargetWarning",
     "accuracy_coverage",
     "risk_coverage",
     "aurc",
@@ -31,34 +43,134 @@ __all__ = [
     "agreement_features",
 ]
 
+_TARGET_TOLERANCE = 1e-12
+"""An accuracy this close below the target still reaches it (a target written as a sum of floats)."""
 
-def accuracy_coverage(
-    confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
-) -> pd.DataFrame:
-    """Accuracy of the acted set for every confidence threshold, highest threshold first.
 
-    Row j stands for "act on every item with ``confidence >= threshold``", one row per
-    distinct confidence value in descending order (tied items enter together).
+class UnreachableTargetWarning(UserWarning):
+    """No threshold reaches the target accuracy on the data it was fitted on; the fit accepts nothing."""
+
+
+def _scores_correct(scores: object, correct: object) -> tuple[np.ndarray, np.ndarray]:
+    """`scores` as a 1-D float array (any real value, NaN allowed) and `correct` as booleans of the same length."""
+    try:
+        values = np.asarray(scores, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"scores must be numbers; could not convert: {error}") from None
+    if values.ndim != 1:
+        raise ValueError(f"scores must be a 1-D array of shape (n,), got shape {values.shape}")
+    corr = check_binary(correct, "correct")
+    if corr.shape != values.shape:
+        raise ValueError(f"scores and correct must have the same length, got {values.size} and {corr.size}")
+    return values, corr
+
+
+def threshold_curve(scores: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray) -> pd.DataFrame:
+    """Every operating point of "accept the items with `score >= t`", strictest first.
+
+    One row per distinct score `t`, in descending order; tied items enter together. A NaN
+    score is never accepted, so it is not a candidate and its item is counted only in the
+    coverage denominator. Scores may be any real numbers (cosines, probabilities, 1 /
+    perplexity); `inf` and `-inf` are candidates like any other value.
+
+    Args:
+        scores: shape (n,), higher = more confident.
+        correct: shape (n,), booleans or 0/1: is accepting this item right?
 
     Returns:
-        DataFrame with columns ``threshold`` (float in [0, 1]), ``count`` (items acted on),
-        ``coverage`` (count / n, in (0, 1], increasing) and ``accuracy`` (share of acted
-        items that are correct, in [0, 1]). The last row has coverage 1.
+        DataFrame with columns `threshold` (float, decreasing), `count` (items accepted),
+        `coverage` (count / n, increasing) and `accuracy` (share of the accepted items
+        that are correct, in [0, 1]; the precision of the decision "accept").
+
+    Raises ValueError for mismatched or non-1-D arrays, non-binary `correct`, or when
+    every score is NaN.
     """
-    conf, corr = check_confidence_correct(confidence, correct)
+    values, corr = _scores_correct(scores, correct)
+    candidate = ~np.isnan(values)
+    if not candidate.any():
+        raise ValueError("scores has no value that is not NaN: nothing to put a threshold on")
     # np.unique sorts ascending; reverse for descending thresholds.
-    thresholds, group, group_counts = np.unique(conf, return_inverse=True, return_counts=True)
-    group_correct = np.bincount(group, weights=corr.astype(float), minlength=thresholds.size)
+    thresholds, group, group_counts = np.unique(values[candidate], return_inverse=True, return_counts=True)
+    group_correct = np.bincount(group, weights=corr[candidate].astype(float), minlength=thresholds.size)
     counts = np.cumsum(group_counts[::-1])
     n_correct = np.cumsum(group_correct[::-1])
     return pd.DataFrame(
         {
             "threshold": thresholds[::-1],
             "count": counts,
-            "coverage": counts / conf.size,
+            "coverage": counts / values.size,
             "accuracy": n_correct / counts,
         }
     )
+
+
+def fit_threshold(
+    scores: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    target_accuracy: float = 0.95,
+    *,
+    min_count: int = 1,
+    warn: bool = True,
+) -> float:
+    """The lowest threshold `t` whose accepted items (`score >= t`) are right at least `target_accuracy` of the time.
+
+    Lowest, because among the thresholds that are accurate enough it accepts the most
+    items (the most right ones too: highest coverage and recall). Accuracy is not monotone
+    in `t`, so every row of `threshold_curve` is tried; a threshold qualifies when its
+    accepted items reach the target (within 1e-12) and number at least `min_count` (so that
+    a handful of lucky top items cannot set it). Only finite scores are candidates.
+
+    When no threshold qualifies, the fit accepts nothing: it returns `inf` (no score is
+    `>= inf` except `inf` itself) and, if `warn`, emits `UnreachableTargetWarning`. So
+    `math.isinf(t)` tells whether the target was reached; callers for which an unreachable
+    target is an ordinary outcome (a router that then acts on nothing) pass `warn=False`.
+
+    Args:
+        scores: shape (n,), higher = more confident; NaN is never accepted.
+        correct: shape (n,), booleans or 0/1: is accepting this item right?
+        target_accuracy: in [0, 1] (0 accepts every item that has a score).
+        min_count: the fewest accepted items a threshold may leave (positive integer).
+        warn: whether to warn when no threshold reaches the target.
+    """
+    if not 0.0 <= target_accuracy <= 1.0:
+        raise ValueError(f"target_accuracy must lie in [0, 1], got {target_accuracy!r}")
+    check_positive_int(min_count, "min_count")
+    curve = threshold_curve(scores, correct)
+    thresholds = curve["threshold"].to_numpy()
+    qualifies = (
+        np.isfinite(thresholds)
+        & (curve["accuracy"].to_numpy() >= target_accuracy - _TARGET_TOLERANCE)
+        & (curve["count"].to_numpy() >= min_count)
+    )
+    if qualifies.any():
+        # Rows go from high to low thresholds: the last qualifying row is the lowest threshold.
+        return float(thresholds[qualifies][-1])
+    if warn:
+        warnings.warn(
+            f"no threshold reaches accuracy {target_accuracy} with at least {min_count} accepted item(s) "
+            "on the fitting data; returning inf: accept nothing",
+            UnreachableTargetWarning,
+            stacklevel=2,
+        )
+    return math.inf
+
+
+def accuracy_coverage(
+    confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
+) -> pd.DataFrame:
+    """Accuracy of the acted set for every confidence threshold, highest threshold first.
+
+    `threshold_curve` for a confidence: checks that `confidence` holds finite values in
+    [0, 1] (`lib.checks.check_confidence_correct`). Row j stands for "act on every item
+    with `confidence >= threshold`", one row per distinct confidence value in descending
+    order (tied items enter together).
+
+    Returns:
+        DataFrame with columns `threshold` (float in [0, 1]), `count` (items acted on),
+        `coverage` (count / n, in (0, 1], increasing) and `accuracy` (share of acted
+        items that are correct, in [0, 1]). The last row has coverage 1.
+    """
+    return threshold_curve(*check_confidence_correct(confidence, correct))
 
 
 def risk_coverage(
