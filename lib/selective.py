@@ -176,9 +176,9 @@ def accuracy_coverage(
 def risk_coverage(
     confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
 ) -> pd.DataFrame:
-    """Like :func:`accuracy_coverage` but with ``risk = 1 - accuracy`` (error rate of acted items).
+    """Like `accuracy_coverage` but with `risk = 1 - accuracy` (error rate of acted items).
 
-    Columns: ``threshold``, ``count``, ``coverage``, ``risk``.
+    Columns: `threshold`, `count`, `coverage`, `risk`.
     """
     curve = accuracy_coverage(confidence, correct)
     return curve.assign(risk=1.0 - curve["accuracy"]).drop(columns="accuracy")
@@ -189,7 +189,7 @@ def aurc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.
 
     The curve is a step function: between the coverage of one threshold and the next, the
     risk is that of the larger acted set. Without ties this is the usual
-    ``(1/n) * sum_i risk(top i items)``; tied items share the risk of their whole group.
+    `(1/n) * sum_i risk(top i items)`; tied items share the risk of their whole group.
     """
     curve = risk_coverage(confidence, correct)
     widths = np.diff(curve["coverage"].to_numpy(), prepend=0.0)
@@ -200,11 +200,11 @@ def oracle_aurc(correct: Sequence[bool] | np.ndarray) -> float:
     """The lowest AURC any confidence can reach on these answers: every right answer ranked first.
 
     With R right answers out of n, acting on the top i items has risk 0 for i <= R and
-    ``(i - R) / i`` after that, so ``oracle AURC = (1/n) * sum_{i=R+1..n} (i - R) / i``. It is
+    `(i - R) / i` after that, so `oracle AURC = (1/n) * sum_{i=R+1..n} (i - R) / i`. It is
     above 0 whenever some answers are wrong (they are still there at full coverage).
     Giving every right answer one confidence and every wrong answer another (e.g.
-    ``aurc(correct, correct)``) is *not* this oracle: :func:`aurc` treats tied items as one
-    step, which scores that two-valued confidence at about ``(1 - accuracy)**2``.
+    `aurc(correct, correct)`) is *not* this oracle: `aurc` treats tied items as one
+    step, which scores that two-valued confidence at about `(1 - accuracy)**2`.
 
     Args:
         correct: shape (n,), booleans or 0/1.
@@ -218,12 +218,12 @@ def oracle_aurc(correct: Sequence[bool] | np.ndarray) -> float:
 def auroc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray) -> float:
     """Probability that a random right answer has higher confidence than a random wrong one.
 
-    Ties count one half. Computed from ranks (Mann-Whitney U): with average ranks ``r`` of
-    the confidences, ``AUROC = (sum of r over right answers - P (P + 1) / 2) / (P N)`` for
-    P right and N wrong answers. Equals ``sklearn.metrics.roc_auc_score(correct, confidence)``.
+    Ties count one half. Computed from ranks (Mann-Whitney U): with average ranks `r` of
+    the confidences, `AUROC = (sum of r over right answers - P (P + 1) / 2) / (P N)` for
+    P right and N wrong answers. Equals `sklearn.metrics.roc_auc_score(correct, confidence)`.
     0.5 means confidence does not separate right from wrong; 1.0 means it separates perfectly.
 
-    Raises ValueError if ``correct`` holds only one class (AUROC is undefined).
+    Raises ValueError if `correct` holds only one class (AUROC is undefined).
     """
     conf, corr = check_confidence_correct(confidence, correct)
     n_right = int(corr.sum())
@@ -242,10 +242,10 @@ def accuracy_at_coverage(
     correct: Sequence[bool] | np.ndarray,
     coverage: float,
 ) -> float:
-    """Accuracy when acting on (at least) the most confident ``coverage`` share of items.
+    """Accuracy when acting on (at least) the most confident `coverage` share of items.
 
-    Uses the smallest acted set of :func:`accuracy_coverage` whose coverage reaches
-    ``coverage`` (ties enter together, so the achieved coverage can be a bit higher).
+    Uses the smallest acted set of `accuracy_coverage` whose coverage reaches
+    `coverage` (ties enter together, so the achieved coverage can be a bit higher).
 
     Args:
         coverage: target share of items acted on, in (0, 1].
@@ -263,12 +263,12 @@ def precision_at_recall(
     correct: Sequence[bool] | np.ndarray,
     recall: float,
 ) -> float:
-    """Precision of the acted set at the highest threshold that keeps ``recall`` of the right answers.
+    """Precision of the acted set at the highest threshold that keeps `recall` of the right answers.
 
-    The right answers are the positives. For a threshold ``t``, the acted set is every item
-    with ``confidence >= t``; its **recall** is the share of all right answers that are in it,
+    The right answers are the positives. For a threshold `t`, the acted set is every item
+    with `confidence >= t`; its **recall** is the share of all right answers that are in it,
     and its **precision** the share of it that is right (the acted accuracy). The threshold is
-    the highest one whose recall is at least ``recall``; tied items stay together, so the
+    the highest one whose recall is at least `recall`; tied items stay together, so the
     recall reached can be a bit higher than asked. Example: a precision of 0.88 at 90% recall
     means that keeping 90% of the right answers costs acting on wrong answers at a rate of 12%.
 
@@ -277,7 +277,7 @@ def precision_at_recall(
         correct: shape (n,), booleans or 0/1; must hold at least one right answer.
         recall: the share of right answers to keep, in (0, 1].
 
-    Raises ValueError for ``recall`` outside (0, 1] or when no answer is right.
+    Raises ValueError for `recall` outside (0, 1] or when no answer is right.
     """
     if not 0.0 < recall <= 1.0:
         raise ValueError(f"recall must lie in (0, 1], got {recall!r}")
@@ -303,24 +303,24 @@ def agreement_features(
 
     Args:
         deciders: name -> one method's results, one row per message, indexed by the row
-            index ``i`` of the split, with columns ``pred`` (its answer) and ``confidence``
+            index `i` of the split, with columns `pred` (its answer) and `confidence`
             (its probability of that answer).
         retriever: the nearest-neighbour retriever's results on the same split, indexed by
-            ``i``, with columns ``pred`` (top-1 label), ``similarity`` and ``margin``.
+            `i`, with columns `pred` (top-1 label), `similarity` and `margin`.
         retriever_name: how the retriever is named in the agreement columns.
 
     Returns:
         DataFrame of shape (m, 2 * k + k * (k - 1) / 2 + 2) for k deciders, float columns,
-        indexed by the ``i`` present in every frame (inner join, sorted, m <= each frame's
+        indexed by the `i` present in every frame (inner join, sorted, m <= each frame's
         length), columns in this order:
 
-        * ``"p <name>"``: each decider's probability of its answer;
-        * ``"<name> = <retriever_name>"``: 1.0 where the decider's answer equals the
+        * `"p <name>"`: each decider's probability of its answer;
+        * `"<name> = <retriever_name>"`: 1.0 where the decider's answer equals the
           retriever's top-1 label, else 0.0;
-        * ``"<a> = <b>"``: for each pair of deciders, in the order given, 1.0 where they agree;
-        * ``"similarity"``, ``"margin"``: the retriever's scores.
+        * `"<a> = <b>"`: for each pair of deciders, in the order given, 1.0 where they agree;
+        * `"similarity"`, `"margin"`: the retriever's scores.
 
-    Raises ValueError if ``deciders`` is empty or a name collides with ``retriever_name``.
+    Raises ValueError if `deciders` is empty or a name collides with `retriever_name`.
     """
     if not deciders:
         raise ValueError("deciders is empty; pass at least one method's results")
