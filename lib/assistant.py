@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.exceptions import NotFittedError
 
 from lib import retrieval as R
 from lib.grounding import DEFAULT_MAX_TOKENS, GroundingResult, grounded_answer, grounding_messages
@@ -63,6 +64,7 @@ from lib.llm import LLM, Completion, Message
 from lib.logprobs import perplexity, renormalize
 from lib.quotes import render_verdicts
 from lib.routing import Action
+from lib.selective import fit_threshold
 from lib.text import matches_gold
 
 __all__ = [
@@ -231,7 +233,7 @@ def fit_answerability_threshold(traces: Sequence["Trace | float"], correct: Sequ
     quote verified (and so got an answerability probability). `traces` may also hold the
     P(yes) values themselves (as a saved run keeps them; NaN where no probe was asked).
     `correct[i]` says whether trace i's answer is right (see `answer_is_right`; unjudged rows
-    should be left out beforehand). Fitted with `lib.retrieval.fit_threshold`; if no threshold
+    should be left out beforehand). Fitted with `lib.selective.fit_threshold`; if no threshold
     reaches the target it warns (`UnreachableTargetWarning`) and returns a value above
     every probability, so the assistant then never answers.
     """
@@ -244,7 +246,7 @@ def fit_answerability_threshold(traces: Sequence["Trace | float"], correct: Sequ
         raise ValueError("fit_answerability_threshold: no trace has an answerability probability "
                          "(none passed the gates with verified quotes)")
     scores, positive = zip(*rows)
-    return R.fit_threshold(np.array(scores), np.array(positive), target_precision)
+    return fit_threshold(np.array(scores), np.array(positive), target_precision)
 
 
 _ANSWER_KEY = re.compile(r'"answer"\s*:\s*"')
@@ -285,7 +287,7 @@ def fit_perplexity_ceiling(perplexities: Sequence[float], correct: Sequence[bool
 
     perplexities: shape (n,), one per judged dev answer (NaN where an answer has no tokens,
     which never counts as kept); correct: shape (n,). Fitted as the lowest threshold on the
-    token confidence 1 / perplexity with `lib.retrieval.fit_threshold`, returned as the
+    token confidence 1 / perplexity with `lib.selective.fit_threshold`, returned as the
     perplexity ceiling 1 / threshold. If no threshold reaches the target it warns
     (`UnreachableTargetWarning`) and the ceiling is below every perplexity.
     """
@@ -294,7 +296,7 @@ def fit_perplexity_ceiling(perplexities: Sequence[float], correct: Sequence[bool
         raise ValueError(f"perplexities {values.shape} and correct {np.shape(correct)} must be 1-D and match")
     if (values[np.isfinite(values)] < 1.0).any():
         raise ValueError("a perplexity is at least 1")
-    threshold = R.fit_threshold(1.0 / values, np.asarray(correct, dtype=bool), target_precision)
+    threshold = fit_threshold(1.0 / values, np.asarray(correct, dtype=bool), target_precision)
     return 1.0 / threshold
 
 
@@ -449,8 +451,8 @@ class Assistant:
         for name, value in (("n_sources", self.n_sources), ("n_offer", self.n_offer), ("max_tokens", self.max_tokens)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if math.isnan(self.ask_gate.threshold):
-            raise RuntimeError("Assistant: fit ask_gate on dev first (fit_ask_gate)")
+        if not hasattr(self.ask_gate, "threshold_"):
+            raise NotFittedError("Assistant: fit ask_gate on dev first (fit_ask_gate)")
 
     # -- evidence
 
@@ -472,7 +474,7 @@ class Assistant:
         retrieval = Step("retrieval", (verdict.failed_gate is None) if retrieval_ran else None,
                          {"top": verdict.top_score, "top threshold": verdict.score_threshold,
                           "margin": verdict.margin, "margin threshold": verdict.margin_threshold,
-                          "ask threshold": self.ask_gate.threshold},
+                          "ask threshold": self.ask_gate.threshold_},
                          f"top section {verdict.top_section_id}, runner-up {verdict.runner_up_section_id}")
         offered = verdict.ranked_sections[: self.n_offer]
         grounding: GroundingResult | None = None
@@ -519,7 +521,7 @@ class Assistant:
         if v.failed_gate == "boundary":
             decision, reply, why = Action.OUT_OF_SCOPE, OUT_OF_SCOPE_REPLY, "boundary failed"
         elif v.failed_gate is not None:
-            if v.top_score >= self.ask_gate.threshold:
+            if v.top_score >= self.ask_gate.threshold_:
                 headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
                 decision, why = Action.ASK, "retrieval unsure, but sections are close"
                 reply = f"I'm not sure which part of the documents you mean. Is your question about: {headings}?"

@@ -2,20 +2,17 @@
 
 This module measures calibration (reliability bins, ECE, Brier score, NLL, bootstrap
 intervals) and repairs it with calibrators that are fitted on calibration data and applied
-to new data, in the scikit-learn style: ``fit`` returns the fitted object, ``predict``
-refuses to run before ``fit``.
+to new data, in the scikit-learn style: `fit` returns the fitted object, `predict`
+refuses to run before `fit` (`lib.checks.require_fitted`).
 
-Conventions used throughout the workbook:
+Conventions used throughout the workbook (checked by `lib.checks`, so that every public
+function rejects bad input with the same messages):
 
-* ``confidence``: 1-D float array, shape ``(n,)``, values in ``[0, 1]``, no NaN or inf.
-* ``correct``: 1-D array, shape ``(n,)``, of booleans or of 0/1 numbers: was the answer
+* `confidence`: 1-D float array, shape (n,), values in [0, 1], no NaN or inf.
+* `correct`: 1-D array, shape (n,), of booleans or of 0/1 numbers: was the answer
   the system would give right?
 * Option log-probabilities (temperature scaling): one 1-D array of scores per question,
   one score per offered option, rows may have different lengths.
-
-The input checks (``_check_confidence``, ``_check_binary``, ``_check_confidence_correct``,
-``_require_fitted``) are shared with :mod:`lib.selective` and :mod:`lib.routing` so that
-every public function rejects bad input with the same messages.
 """
 from __future__ import annotations
 
@@ -27,10 +24,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize_scalar
 from scipy.special import expit, logsumexp
-from sklearn.exceptions import NotFittedError
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
+from lib.checks import check_confidence, check_confidence_correct, check_positive_int, require_fitted
 from lib.runs import OptionScores, option_scores
 
 __all__ = [
@@ -49,101 +46,16 @@ __all__ = [
 BinStrategy = Literal["uniform", "quantile"]
 
 # ---------------------------------------------------------------------------
-# Shared input checks
-# ---------------------------------------------------------------------------
-
-
-def _check_confidence(confidence: object, name: str = "confidence") -> np.ndarray:
-    """Return ``confidence`` as a 1-D float array after checking it is a usable confidence.
-
-    Raises ValueError naming ``name`` when the array is not 1-D, is empty, holds NaN/inf,
-    or holds values outside [0, 1].
-    """
-    try:
-        values = np.asarray(confidence, dtype=float)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} must be numbers in [0, 1]; could not convert: {error}") from None
-    if values.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of shape (n,), got shape {values.shape}")
-    if values.size == 0:
-        raise ValueError(f"{name} is empty: need at least one item")
-    bad = ~np.isfinite(values)
-    if bad.any():
-        raise ValueError(
-            f"{name} contains NaN or inf at index {int(np.argmax(bad))}; "
-            "a confidence must be a finite probability"
-        )
-    outside = (values < 0.0) | (values > 1.0)
-    if outside.any():
-        i = int(np.argmax(outside))
-        raise ValueError(f"{name} must lie in [0, 1], but {name}[{i}] = {values[i].item()!r}")
-    return values
-
-
-def _check_binary(values: object, name: str = "correct") -> np.ndarray:
-    """Return ``values`` as a 1-D boolean array, checking it holds only True/False or 0/1.
-
-    Raises ValueError naming ``name`` when the array is not 1-D, is empty, or holds anything
-    other than booleans or the numbers 0 and 1.
-    """
-    array = np.asarray(values)
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of shape (n,), got shape {array.shape}")
-    if array.size == 0:
-        raise ValueError(f"{name} is empty: need at least one item")
-    if array.dtype == bool:
-        return array
-    if not np.issubdtype(array.dtype, np.number):
-        raise ValueError(f"{name} must hold booleans or 0/1, got dtype {array.dtype}")
-    not_binary = ~np.isin(array, (0, 1))
-    if not_binary.any():
-        i = int(np.argmax(not_binary))
-        raise ValueError(f"{name} must hold only booleans or 0/1, but {name}[{i}] = {array[i].item()!r}")
-    return array.astype(bool)
-
-
-def _check_confidence_correct(confidence: object, correct: object) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a (confidence, correct) pair; return ``(float array, bool array)`` of shape (n,).
-
-    Raises ValueError naming the faulty argument: empty arrays, mismatched lengths, NaN/inf
-    confidence, confidence outside [0, 1], or non-binary ``correct``.
-    """
-    conf = _check_confidence(confidence, "confidence")
-    corr = _check_binary(correct, "correct")
-    if conf.shape != corr.shape:
-        raise ValueError(
-            f"confidence and correct must have the same length, got {conf.size} and {corr.size}"
-        )
-    return conf, corr
-
-
-def _require_fitted(estimator: object, attribute: str, method: str) -> None:
-    """Raise sklearn's NotFittedError (a ValueError) if ``estimator.fit`` has not run yet."""
-    if not hasattr(estimator, attribute):
-        name = type(estimator).__name__
-        raise NotFittedError(
-            f"{name} is not fitted yet: call {name}.fit(...) on calibration data "
-            f"before {method}(...)"
-        )
-
-
-def _check_positive_int(value: int, name: str) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is an integer >= 1 (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-# ---------------------------------------------------------------------------
 # Binning and calibration metrics
 # ---------------------------------------------------------------------------
 
 
 def _bin_edges(confidence: np.ndarray, n_bins: int, strategy: BinStrategy) -> np.ndarray:
-    """Return ``n_bins + 1`` ascending bin edges.
+    """Return `n_bins + 1` ascending bin edges.
 
-    "uniform": edges ``k / n_bins`` computed exactly that way, so that a confidence of
-    ``2 / 15`` sits exactly on the third edge. "quantile": empirical quantiles of
-    ``confidence``; repeated values can make edges coincide (those bins stay empty).
+    "uniform": edges `k / n_bins` computed exactly that way, so that a confidence of
+    `2 / 15` sits exactly on the third edge. "quantile": empirical quantiles of
+    `confidence`; repeated values can make edges coincide (those bins stay empty).
     """
     if strategy == "uniform":
         return np.arange(n_bins + 1) / n_bins
@@ -153,7 +65,7 @@ def _bin_edges(confidence: np.ndarray, n_bins: int, strategy: BinStrategy) -> np
 
 
 def _bin_index(confidence: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Bin number in ``0 .. len(edges) - 2`` for each confidence.
+    """Bin number in `0 .. len(edges) - 2` for each confidence.
 
     A value exactly on an inner edge goes to the bin above it; values at or beyond the
     outer edges go to the first or last bin (so 0.0 is in the first, 1.0 in the last).
@@ -185,21 +97,21 @@ def reliability_bins(
         confidence: shape (n,), values in [0, 1].
         correct: shape (n,), booleans or 0/1.
         n_bins: number of bins (positive integer).
-        strategy: "uniform" for equal-width bins on [0, 1] with edges ``k / n_bins``;
+        strategy: "uniform" for equal-width bins on [0, 1] with edges `k / n_bins`;
             "quantile" for bins holding roughly equal numbers of items (edges are
-            quantiles of ``confidence``; tied values can leave some bins empty).
+            quantiles of `confidence`; tied values can leave some bins empty).
 
     Returns:
-        One row per bin (always ``n_bins`` rows, empty bins kept) with columns
-        ``lower``, ``upper`` (bin edges), ``count``, ``mean_confidence``, ``accuracy``
-        (both NaN for an empty bin) and ``gap = accuracy - mean_confidence``: positive
+        One row per bin (always `n_bins` rows, empty bins kept) with columns
+        `lower`, `upper` (bin edges), `count`, `mean_confidence`, `accuracy`
+        (both NaN for an empty bin) and `gap = accuracy - mean_confidence`: positive
         means the system is under-confident there, negative over-confident.
 
     A value exactly on an inner edge belongs to the bin above it; 0.0 belongs to the
     first bin and 1.0 to the last.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
-    _check_positive_int(n_bins, "n_bins")
+    conf, corr = check_confidence_correct(confidence, correct)
+    check_positive_int(n_bins, "n_bins")
     edges = _bin_edges(conf, n_bins, strategy)
     counts, confidence_sums, correct_sums = _bin_sums(conf, corr, edges)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -223,15 +135,15 @@ def ece(
     n_bins: int = 15,
     strategy: BinStrategy = "uniform",
 ) -> float:
-    """Expected calibration error over ``n_bins`` bins, in [0, 1].
+    """Expected calibration error over `n_bins` bins, in [0, 1].
 
     ECE = sum over bins of (count / n) * |accuracy - mean confidence|, using exactly the
-    bins of :func:`reliability_bins` with the same ``strategy`` (equal-width by default,
+    bins of `reliability_bins` with the same `strategy` (equal-width by default,
     or "quantile" for bins of roughly equal counts); empty bins add nothing. 0 means that
     within every bin the average confidence equals the share correct.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
-    _check_positive_int(n_bins, "n_bins")
+    conf, corr = check_confidence_correct(confidence, correct)
+    check_positive_int(n_bins, "n_bins")
     counts, confidence_sums, correct_sums = _bin_sums(conf, corr, _bin_edges(conf, n_bins, strategy))
     # |sum correct - sum confidence| per bin equals count * |accuracy - mean confidence|.
     return float(np.abs(correct_sums - confidence_sums).sum() / conf.size)
@@ -242,7 +154,7 @@ def brier(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np
 
     Lower is better. Unlike ECE it rewards discrimination as well as calibration.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     return float(np.mean((conf - corr) ** 2))
 
 
@@ -253,12 +165,12 @@ def nll(
 ) -> float:
     """Mean binary negative log-likelihood (natural log, nats per item), >= 0.
 
-    -mean(correct * log(c) + (1 - correct) * log(1 - c)), with ``c`` clipped to
-    ``[eps, 1 - eps]``: a confident mistake (confidence 1.0 on a wrong answer) would
-    otherwise cost infinitely much. With the default ``eps = 1e-12`` one such item costs
+    -mean(correct * log(c) + (1 - correct) * log(1 - c)), with `c` clipped to
+    `[eps, 1 - eps]`: a confident mistake (confidence 1.0 on a wrong answer) would
+    otherwise cost infinitely much. With the default `eps = 1e-12` one such item costs
     about 27.6 nats, large enough to dominate but still a finite number.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     if not 0.0 < eps < 0.5:
         raise ValueError(f"eps must lie in (0, 0.5), got {eps!r}")
     clipped = np.clip(conf, eps, 1.0 - eps)
@@ -272,13 +184,13 @@ def bootstrap_interval(
     seed: int = 0,
     level: float = 0.95,
 ) -> tuple[float, float, float]:
-    """Point estimate and percentile bootstrap interval of ``metric(*arrays)``.
+    """Point estimate and percentile bootstrap interval of `metric(*arrays)`.
 
     Rows are resampled jointly (the same row indices for every array), with replacement,
-    ``n`` times, using ``numpy.random.default_rng(seed)`` so results are reproducible.
+    `n` times, using `numpy.random.default_rng(seed)` so results are reproducible.
 
     Args:
-        metric: function of the arrays returning a number, e.g. :func:`ece`. It must be
+        metric: function of the arrays returning a number, e.g. `ece`. It must be
             defined on every resample (AUROC, for instance, fails on a resample holding a
             single class).
         *arrays: one or more arrays with the same first dimension (number of rows).
@@ -287,7 +199,7 @@ def bootstrap_interval(
         level: interval coverage in (0, 1), e.g. 0.95 for the 2.5 % and 97.5 % percentiles.
 
     Returns:
-        ``(estimate, low, high)``: the metric on the original rows and the interval ends.
+        `(estimate, low, high)`: the metric on the original rows and the interval ends.
     """
     if not arrays:
         raise ValueError("arrays: pass at least one array to resample")
@@ -298,7 +210,7 @@ def bootstrap_interval(
     n_rows = lengths.pop()
     if n_rows == 0:
         raise ValueError("arrays are empty: need at least one row to resample")
-    _check_positive_int(n, "n (number of resamples)")
+    check_positive_int(n, "n (number of resamples)")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
     estimate = float(metric(*data))
@@ -348,7 +260,7 @@ def _pad_logprobs(option_logprobs: OptionLogprobs, name: str = "option_logprobs"
 
 
 def _check_labels(labels: object, padded: np.ndarray, name: str = "labels") -> np.ndarray:
-    """Check ``labels`` is one valid option index per row of ``padded``; return an int array."""
+    """Check `labels` is one valid option index per row of `padded`; return an int array."""
     array = np.asarray(labels)
     if array.ndim != 1 or array.size != padded.shape[0]:
         raise ValueError(
@@ -367,7 +279,7 @@ def _check_labels(labels: object, padded: np.ndarray, name: str = "labels") -> n
 
 
 def _check_bounds(bounds: tuple[float, float]) -> tuple[float, float]:
-    """Check the temperature search interval ``(low, high)`` with ``0 < low < high``."""
+    """Check the temperature search interval `(low, high)` with `0 < low < high`."""
     if len(bounds) != 2 or not 0.0 < bounds[0] < bounds[1] < np.inf:
         raise ValueError(f"bounds must be (low, high) temperatures with 0 < low < high, got {bounds!r}")
     return (float(bounds[0]), float(bounds[1]))
@@ -386,21 +298,21 @@ def _unpad_like(probabilities: np.ndarray, option_logprobs: OptionLogprobs) -> n
 
 
 class TemperatureScaling:
-    """Rescale option log-probabilities by one temperature ``T`` fitted on calibration data.
+    """Rescale option log-probabilities by one temperature `T` fitted on calibration data.
 
-    ``p = softmax(logprobs / T)``: ``T > 1`` softens an over-confident model, ``T < 1``
+    `p = softmax(logprobs / T)`: `T > 1` softens an over-confident model, `T < 1`
     sharpens an under-confident one. Dividing by a positive number keeps the order of the
     options, so the chosen option (argmax) never changes; only the confidence does.
 
-    ``T`` minimises the NLL of the correct options on the calibration rows, searched on
-    ``log T`` over ``bounds`` with ``scipy.optimize.minimize_scalar(method="bounded")``.
+    `T` minimises the NLL of the correct options on the calibration rows, searched on
+    `log T` over `bounds` with `scipy.optimize.minimize_scalar(method="bounded")`.
 
     Input rows are the scores of the offered options of one question (log-probabilities;
-    unnormalised is fine since softmax normalises). Either a 2-D array ``(n, k)`` or a list
+    unnormalised is fine since softmax normalises). Either a 2-D array, shape (n, k), or a list
     of 1-D arrays with different numbers of options.
 
     Attributes (after fit):
-        temperature_: fitted ``T`` (float > 0).
+        temperature_: fitted `T` (float > 0).
         fitted_on_: number of calibration rows.
     """
 
@@ -408,7 +320,7 @@ class TemperatureScaling:
         self.bounds = _check_bounds(bounds)
 
     def fit(self, option_logprobs: OptionLogprobs, labels: Sequence[int] | np.ndarray) -> "TemperatureScaling":
-        """Fit ``T`` on calibration rows; ``labels[i]`` is the index of the correct option of row i."""
+        """Fit `T` on calibration rows; `labels[i]` is the index of the correct option of row i."""
         padded = _pad_logprobs(option_logprobs)
         label_index = _check_labels(labels, padded)
         rows = np.arange(padded.shape[0])
@@ -427,13 +339,13 @@ class TemperatureScaling:
         Returns an array of shape (n, k) for a 2-D array input, otherwise a list of 1-D
         arrays matching the input rows' lengths.
         """
-        _require_fitted(self, "temperature_", "predict_proba")
+        require_fitted(self, "temperature_", "predict_proba")
         padded = _pad_logprobs(option_logprobs)
         return _unpad_like(np.exp(_log_softmax(padded, self.temperature_)), option_logprobs)
 
     def predict_confidence(self, option_logprobs: OptionLogprobs) -> np.ndarray:
         """Probability of the top option of each row, shape (n,), values in (0, 1]."""
-        _require_fitted(self, "temperature_", "predict_confidence")
+        require_fitted(self, "temperature_", "predict_confidence")
         padded = _pad_logprobs(option_logprobs)
         return np.exp(_log_softmax(padded, self.temperature_).max(axis=1))
 
@@ -445,15 +357,15 @@ class TemperatureScaling:
 class ResultsTemperatureScaling:
     """Temperature scaling of a saved results frame: one temperature per step of the method.
 
-    ``fit(calibration_results)`` fits a :class:`TemperatureScaling` per step of
-    :func:`option_scores` on the rows whose right option was offered; ``predict_confidence(
-    results)`` returns, per message, the product over steps of the rescaled probability of
-    the option the decider *chose* (so the decision never changes, only its confidence).
-    At temperature 1 this equals the saved confidence for ``full``, ``shortlist`` and
-    ``embed-logreg`` (up to the 6 significant digits saved).
+    `fit(calibration_results)` fits a `TemperatureScaling` per step of `option_scores` on
+    the rows whose right option was offered; `predict_confidence(results)` returns, per
+    message, the product over steps of the rescaled probability of the option the decider
+    *chose* (so the decision never changes, only its confidence).
+    At temperature 1 this equals the saved confidence for `full`, `shortlist` and
+    `embed-logreg` (up to the 6 significant digits saved).
 
-    Attributes (after fit): ``temperatures_`` (step name -> T), ``fitted_rows_`` (step name
-    -> rows used), ``fitted_on_`` (messages in the calibration frame).
+    Attributes (after fit): `temperatures_` (step name -> T), `fitted_rows_` (step name
+    -> rows used), `fitted_on_` (messages in the calibration frame).
     """
 
     def __init__(self, method: str, label_groups: Any = None, bounds: tuple[float, float] = (0.01, 100.0)) -> None:
@@ -479,10 +391,10 @@ class ResultsTemperatureScaling:
     def predict_confidence(self, results: pd.DataFrame, temperatures: dict[str, float] | None = None) -> np.ndarray:
         """Confidence in each saved decision after rescaling, shape (n,), values in [0, 1].
 
-        ``temperatures`` overrides the fitted ones (e.g. ``{"group": 1.0, "intent": 1.0}`` for
+        `temperatures` overrides the fitted ones (e.g. `{"group": 1.0, "intent": 1.0}` for
         the unscaled probabilities); steps it does not name keep their fitted temperature.
         """
-        _require_fitted(self, "temperatures_", "predict_confidence")
+        require_fitted(self, "temperatures_", "predict_confidence")
         return self._chosen_probability(option_scores(results, self.method, self.label_groups), temperatures)
 
     def _chosen_probability(self, steps: list[OptionScores], temperatures: dict[str, float] | None) -> np.ndarray:
@@ -497,7 +409,7 @@ class ResultsTemperatureScaling:
     def temperature_sweep(
         self, results: pd.DataFrame, temperatures: Sequence[float] | np.ndarray, step: str | None = None
     ) -> pd.DataFrame:
-        """How calibration scores on ``results`` change as one step's temperature moves.
+        """How calibration scores on `results` change as one step's temperature moves.
 
         Every other step keeps its fitted temperature. This is what a learner wants to see
         while moving a temperature slider: the fitted T should sit at (or near) the lowest
@@ -510,11 +422,11 @@ class ResultsTemperatureScaling:
             step: which step moves; required when the method has more than one step.
 
         Returns:
-            DataFrame with one row per temperature: ``temperature``, ``ECE`` (15 equal-width
-            bins), ``NLL`` and ``Brier`` of the chosen answers' confidence against whether
-            they were right, and ``mean_confidence``.
+            DataFrame with one row per temperature: `temperature`, `ECE` (15 equal-width
+            bins), `NLL` and `Brier` of the chosen answers' confidence against whether
+            they were right, and `mean_confidence`.
         """
-        _require_fitted(self, "temperatures_", "temperature_sweep")
+        require_fitted(self, "temperatures_", "temperature_sweep")
         if step is None:
             if len(self.temperatures_) != 1:
                 raise ValueError(f"method {self.method!r} has steps {sorted(self.temperatures_)}; say which step moves")
@@ -547,15 +459,15 @@ class _ConfidenceCalibrator(ABC):
         self, confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
     ) -> "_ConfidenceCalibrator":
         """Learn the map from raw confidence to accuracy on calibration data; return self."""
-        conf, corr = _check_confidence_correct(confidence, correct)
+        conf, corr = check_confidence_correct(confidence, correct)
         self._fit(conf, corr)
         self.fitted_on_ = conf.size
         return self
 
     def predict(self, confidence: Sequence[float] | np.ndarray) -> np.ndarray:
         """Calibrated confidence, shape (n,), values in [0, 1]."""
-        _require_fitted(self, "fitted_on_", "predict")
-        return np.clip(self._predict(_check_confidence(confidence)), 0.0, 1.0)
+        require_fitted(self, "fitted_on_", "predict")
+        return np.clip(self._predict(check_confidence(confidence)), 0.0, 1.0)
 
     @abstractmethod
     def _fit(self, confidence: np.ndarray, correct: np.ndarray) -> None:
@@ -569,11 +481,11 @@ class _ConfidenceCalibrator(ABC):
 class IsotonicCalibrator(_ConfidenceCalibrator):
     """Monotone (non-decreasing) step map from confidence to accuracy.
 
-    Wraps ``sklearn.isotonic.IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")``:
+    Wraps `sklearn.isotonic.IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip")`:
     confidences outside the calibration range get the value at the nearest end. Flexible
     (no shape assumed) but needs a few hundred calibration items to avoid over-fitting.
 
-    Attributes (after fit): ``isotonic_`` (the fitted regression), ``fitted_on_``.
+    Attributes (after fit): `isotonic_` (the fitted regression), `fitted_on_`.
     """
 
     def _fit(self, confidence: np.ndarray, correct: np.ndarray) -> None:
@@ -587,17 +499,17 @@ class IsotonicCalibrator(_ConfidenceCalibrator):
 class HistogramBinningCalibrator(_ConfidenceCalibrator):
     """Replace each confidence by the calibration accuracy of its equal-width bin.
 
-    Bins are those of :func:`reliability_bins` (edges ``k / n_bins``, an edge value goes
+    Bins are those of `reliability_bins` (edges `k / n_bins`, an edge value goes
     to the bin above). A bin with no calibration items keeps its midpoint as value: with
     no evidence there we leave that confidence range roughly where the model put it,
     rather than mapping it to the global accuracy, which could turn a 0.05 into a 0.9.
 
-    Attributes (after fit): ``bin_edges_`` (n_bins + 1,), ``bin_counts_`` and
-    ``bin_values_`` (n_bins,), ``fitted_on_``.
+    Attributes (after fit): `bin_edges_` shape (n_bins + 1,), `bin_counts_` and
+    `bin_values_` shape (n_bins,), `fitted_on_`.
     """
 
     def __init__(self, n_bins: int = 15) -> None:
-        _check_positive_int(n_bins, "n_bins")
+        check_positive_int(n_bins, "n_bins")
         self.n_bins = n_bins
 
     def _fit(self, confidence: np.ndarray, correct: np.ndarray) -> None:
@@ -613,14 +525,14 @@ class HistogramBinningCalibrator(_ConfidenceCalibrator):
 
 
 class PlattCalibrator(_ConfidenceCalibrator):
-    """Logistic regression on ``logit(confidence)``: calibrated = sigmoid(a * logit(c) + b).
+    """Logistic regression on `logit(confidence)`: calibrated = sigmoid(a * logit(c) + b).
 
     Two parameters, so it needs little data but can only stretch/shift the confidence
-    curve. Confidence is clipped to ``[eps, 1 - eps]`` (eps = 1e-6) before the logit so
+    curve. Confidence is clipped to `[eps, 1 - eps]` (eps = 1e-6) before the logit so
     that 0 and 1 stay finite. The regression is practically unregularised (C = 1e6).
     Calibration data must contain both right and wrong answers.
 
-    Attributes (after fit): ``slope_`` (a), ``intercept_`` (b), ``fitted_on_``.
+    Attributes (after fit): `slope_` (a), `intercept_` (b), `fitted_on_`.
     """
 
     _eps = 1e-6

@@ -1,14 +1,14 @@
 """Plots used across the notebooks, with one colour per method everywhere.
 
-Every function returns the matplotlib ``Figure`` (it never calls ``plt.show``), gives the
-plot a title and axis labels with units, and accepts ``ax`` to draw into existing axes.
-Colours: :data:`METHOD_COLORS` for the workbook's methods; any other name gets a fixed
-colour from :data:`FALLBACK_COLORS` chosen by a hash of the name, so it too keeps its
+Every function returns the matplotlib `Figure` (it never calls `plt.show`), gives the
+plot a title and axis labels with units, and accepts `ax` to draw into existing axes.
+Colours: `METHOD_COLORS` for the workbook's methods; any other name gets a fixed
+colour from `FALLBACK_COLORS` chosen by a hash of the name, so it too keeps its
 colour from one notebook to the next.
 
-New figures are made with ``matplotlib.figure.Figure``, not pyplot: nothing global is
+New figures are made with `matplotlib.figure.Figure`, not pyplot: nothing global is
 left open, and in Jupyter a figure shows when it is the last value of a cell (or via
-``display(fig)``), never twice. Save with ``fig.savefig(path)``.
+`display(fig)`), never twice. Save with `fig.savefig(path)`.
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from lib.calibration import _check_confidence_correct, _check_positive_int, ece, reliability_bins
+from lib.calibration import ece, reliability_bins
+from lib.checks import check_confidence_correct, check_positive_int
 from lib.routing import Action
 from lib.selective import accuracy_coverage
 
@@ -63,7 +64,7 @@ def method_color(name: str) -> str:
 
 
 def _new_axes(ax: Axes | None) -> tuple[Figure, Axes]:
-    """Use ``ax`` if given, else create a new figure with one axes."""
+    """Use `ax` if given, else create a new figure with one axes."""
     if ax is not None:
         return ax.figure, ax
     figure = Figure(figsize=(6.4, 4.2), layout="constrained")
@@ -82,18 +83,18 @@ def reliability_diagram(
     """Accuracy per confidence bin against the diagonal, with item counts underneath.
 
     Top axes: bars of accuracy per equal-width bin (bins of
-    :func:`lib.calibration.reliability_bins`), the perfect-calibration diagonal, ECE in
+    `lib.calibration.reliability_bins`), the perfect-calibration diagonal, ECE in
     the legend. Bottom axes: number of items per bin, so sparse bins are visible.
 
     Args:
-        confidence, correct: shape (n,) each, see :mod:`lib.calibration`.
+        confidence, correct: shape (n,) each, see `lib.calibration`.
         title: defaults to "Reliability diagram (ECE = ...)".
-        ax: optional pair ``(top, bottom)`` of axes to draw into, e.g. a column of
-            ``plt.subplots(2, k, height_ratios=[3, 1])``; by default a new figure.
+        ax: optional pair `(top, bottom)` of axes to draw into, e.g. a column of
+            `plt.subplots(2, k, height_ratios=[3, 1])`; by default a new figure.
         strategy: "uniform" (equal-width bins) or "quantile" (bins of roughly equal
-            counts), as in :func:`lib.calibration.reliability_bins`.
+            counts), as in `lib.calibration.reliability_bins`.
         legend: draw the legend inside the top axes (upper left). Figures with many
-            panels pass False and draw one legend for all (see :func:`reliability_grid`).
+            panels pass False and draw one legend for all (see `reliability_grid`).
     """
     bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy=strategy)
     error = ece(confidence, correct, n_bins=n_bins, strategy=strategy)
@@ -122,18 +123,18 @@ def reliability_grid(
     n_bins: int = 15,
     title: str = "Accuracy per confidence bin against the diagonal",
 ) -> Figure:
-    """One :func:`reliability_diagram` per signal, ``columns`` per row, with one shared legend.
+    """One `reliability_diagram` per signal, `columns` per row, with one shared legend.
 
     Each panel is titled with its name, its number of items and its ECE; the legend sits
     below all panels, so it covers no bar. Panels keep a readable size however many
     signals there are (rows are added, never squeezed).
 
     Args:
-        signals: ``{name: (confidence, correct)}``, arrays of shape (n,) each.
+        signals: `{name: (confidence, correct)}`, arrays of shape (n,) each.
     """
     if not signals:
         raise ValueError("signals is empty: pass {name: (confidence, correct)}")
-    _check_positive_int(columns, "columns")
+    check_positive_int(columns, "columns")
     columns = min(columns, len(signals))
     rows = -(-len(signals) // columns)
     figure = Figure(figsize=(4.0 * columns, 4.6 * rows + 0.6), layout="constrained")
@@ -163,7 +164,7 @@ def accuracy_coverage_plot(
     """Accuracy of the acted set against coverage, one step line per method.
 
     Args:
-        curves: ``{method name: (confidence, correct)}``; names in METHOD_COLORS get their
+        curves: `{method name: (confidence, correct)}`; names in METHOD_COLORS get their
             workbook colour.
     """
     if not curves:
@@ -192,14 +193,14 @@ def threshold_regions(
 ) -> Figure:
     """Histogram of confidence for right and wrong answers with ACT/ASK/HAND_OVER shaded.
 
-    Regions: ``[0, hand_over_threshold)`` HAND_OVER, ``[hand_over_threshold,
-    act_threshold)`` ASK, ``[act_threshold, 1]`` ACT; an ``inf`` threshold empties its
-    region (as in :func:`lib.routing.route_by_thresholds`). ``log_counts=True`` puts the
+    Regions: `[0, hand_over_threshold)` HAND_OVER, `[hand_over_threshold, act_threshold)`
+    ASK, `[act_threshold, 1]` ACT; an `inf` threshold empties its
+    region (as in `lib.routing.route_by_thresholds`). `log_counts=True` puts the
     count axis on a log scale: when right answers outnumber wrong ones tenfold, the wrong
     answers' histogram is otherwise a flat line at the bottom.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
-    _check_positive_int(n_bins, "n_bins")
+    conf, corr = check_confidence_correct(confidence, correct)
+    check_positive_int(n_bins, "n_bins")
     if not hand_over_threshold <= act_threshold:
         raise ValueError(
             f"hand_over_threshold ({hand_over_threshold!r}) must be <= act_threshold ({act_threshold!r})"
@@ -234,8 +235,8 @@ def routing_shares_plot(
     """Stacked shares acted / asked / handed over against the act threshold, with acted accuracy.
 
     Args:
-        sweep: from :func:`lib.routing.routing_sweep` (columns ``act_threshold``,
-            ``share_act``, ``share_ask``, ``share_hand_over``, ``act_accuracy``).
+        sweep: from `lib.routing.routing_sweep` (columns `act_threshold`,
+            `share_act`, `share_ask`, `share_hand_over`, `act_accuracy`).
         marked_threshold: drawn as a dashed vertical line (e.g. the fitted act threshold).
     """
     required = {"act_threshold", "share_act", "share_ask", "share_hand_over", "act_accuracy"}
@@ -264,9 +265,9 @@ def calibration_comparison(
     """Grouped bars of ECE with interval error bars: one group per calibrator, one bar per method.
 
     Args:
-        table: one row per (method, calibrator) with columns ``method``, ``calibrator``,
-            ``ece`` and the interval ends ``ece_low``, ``ece_high`` (e.g. from
-            :func:`lib.calibration.bootstrap_interval`). Bars take the method's colour.
+        table: one row per (method, calibrator) with columns `method`, `calibrator`,
+            `ece` and the interval ends `ece_low`, `ece_high` (e.g. from
+            `lib.calibration.bootstrap_interval`). Bars take the method's colour.
     """
     required = {"method", "calibrator", "ece", "ece_low", "ece_high"}
     missing = required - set(table.columns)

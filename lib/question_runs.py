@@ -333,13 +333,13 @@ def fit_answerability(p_yes: Sequence[float], right: Sequence[bool | None],
     the last target (above every probability: the assistant never answers).
     """
     from lib import assistant as A
-    from lib import retrieval as R
+    from lib.selective import UnreachableTargetWarning
 
     judged = [(p, bool(r)) for p, r in zip(p_yes, right) if r is not None]
     unreachable: list[float] = []
     for target in targets:
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", R.UnreachableTargetWarning)
+            warnings.simplefilter("always", UnreachableTargetWarning)
             threshold = A.fit_answerability_threshold([p for p, _ in judged], [r for _, r in judged],
                                                       target_precision=target)
         if not caught:
@@ -382,8 +382,8 @@ def _assistant_runner(setup: AssistantSetup, timer: CallTimer):
 def _gate_settings(setup: AssistantSetup) -> dict[str, Any]:
     a = setup.assistant
     return {**ASSISTANT_SETTINGS, "thresholds": {
-        "boundary": a.boundary_gate.threshold, "retrieval_score": a.retrieval_gate.score_threshold,
-        "retrieval_margin": a.retrieval_gate.margin_threshold, "ask": a.ask_gate.threshold}}
+        "boundary": a.boundary_gate.threshold_, "retrieval_score": a.retrieval_gate.score_threshold_,
+        "retrieval_margin": a.retrieval_gate.margin_threshold_, "ask": a.ask_gate.threshold_}}
 
 
 def _assistant_dev(llm: Any, results_dir: Path):

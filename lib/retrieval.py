@@ -7,8 +7,9 @@ Notebook 02 builds them on the indexes of `lib.indexes`:
 2. **Gate features**: a *boundary* score (best cosine to in-scope example questions,
    `boundary_scores`) and *retrieval confidence* (top score and its margin to the
    runner-up, `retrieval_features`).
-3. **Thresholds** are fitted on dev data (`fit_threshold`, `Gate`, `RetrievalGate`),
-   never chosen by eye; `roc_points` and `bootstrap_precision_recall` show what they cost.
+3. **Thresholds** are fitted on dev data (`Gate`, with the workbook's one fitter
+   `lib.selective.fit_threshold`, and `RetrievalGate`), never chosen by eye; `roc_points`
+   and `bootstrap_precision_recall` show what they cost.
 4. **Routing**: `route_many` sends each question down one of three paths, named with the
    course's one action vocabulary `lib.routing.Action`: ACT (answer from the retrieved
    sections, citing them; the original design's GROUNDED), ASK (in scope, but retrieval is
@@ -31,15 +32,15 @@ import numpy as np
 import pandas as pd
 
 from lib.calibration import bootstrap_interval
+from lib.checks import require_fitted
 from lib.indexes import DenseIndex, Embed, Hit, SearchIndex, distinct_units, unit_rows
 from lib.routing import Action
+from lib.selective import UnreachableTargetWarning, fit_threshold, threshold_curve
 
 __all__ = [
     "Scope",
     "boundary_scores",
     "retrieval_features",
-    "fit_threshold",
-    "UnreachableTargetWarning",
     "Gate",
     "RetrievalGate",
     "roc_points",
@@ -158,10 +159,6 @@ def retrieval_features(index: SearchIndex, questions: pd.DataFrame | Sequence[st
 # --------------------------------------------------------------------------- thresholds
 
 
-class UnreachableTargetWarning(UserWarning):
-    """No threshold reaches the target precision on the data it was fitted on."""
-
-
 def _as_bool(positive, n: int, who: str) -> np.ndarray:
     p = np.asarray(positive)
     if p.shape != (n,):
@@ -169,91 +166,48 @@ def _as_bool(positive, n: int, who: str) -> np.ndarray:
     return p.astype(bool)
 
 
-def _fit_threshold(scores, positive, target_precision: float) -> tuple[float, bool]:
-    s = np.asarray(scores, dtype=np.float64)
-    if s.ndim != 1:
-        raise ValueError(f"scores must be 1-D, got shape {s.shape}")
-    p = _as_bool(positive, len(s), "fit_threshold")
-    if not 0 < target_precision <= 1:
-        raise ValueError(f"target_precision must be in (0, 1], got {target_precision!r}")
-    finite = np.isfinite(s)
-    if not finite.any():
-        raise ValueError("scores has no finite value to fit a threshold on")
-    s_f, p_f = s[finite], p[finite]
-    order = np.argsort(-s_f, kind="stable")
-    s_sorted, p_sorted = s_f[order], p_f[order]
-    # Decision "score >= t" for t = each distinct score: accept everything down to it.
-    last_of_value = np.r_[s_sorted[1:] != s_sorted[:-1], True]
-    accepted = np.arange(1, len(s_sorted) + 1)[last_of_value]
-    true_pos = np.cumsum(p_sorted)[last_of_value]
-    precision = true_pos / accepted
-    ok = precision >= target_precision - 1e-12
-    if not ok.any():
-        return float(s_sorted[0] + 1e-9 * max(1.0, abs(s_sorted[0]))), False
-    thresholds = s_sorted[last_of_value]
-    return float(thresholds[ok].min()), True
-
-
-def fit_threshold(scores, positive, target_precision: float = 0.95) -> float:
-    """The lowest threshold t such that "score >= t" has precision >= target on this data.
-
-    Lowest, because among thresholds that are precise enough it accepts the most
-    positives (highest recall). Precision is not monotone in t, so every distinct score
-    is tried. NaN scores never pass.
-
-    If no threshold reaches the target, returns a value just above the maximum score
-    (the gate then accepts nothing) and emits `UnreachableTargetWarning`; `Gate.reached`
-    records the same flag.
-
-    Args:
-        scores: array [n] of scores, higher = more confident.
-        positive: array [n] of bools, True where accepting is right.
-        target_precision: in (0, 1].
-    """
-    threshold, reached = _fit_threshold(scores, positive, target_precision)
-    if not reached:
-        warnings.warn(
-            f"no threshold reaches precision {target_precision} on the fitting data; "
-            f"returning {threshold:.6g}, above every score (the gate accepts nothing)",
-            UnreachableTargetWarning,
-            stacklevel=2,
-        )
-    return threshold
-
-
 @dataclass
 class Gate:
-    """One threshold on one score: a row passes when score >= threshold.
+    """One threshold on one score: a row passes when score >= `threshold_`.
 
     Used for the boundary check (score = `boundary_scores`). Fit on dev, predict on test:
 
         gate = Gate(target_precision=0.95).fit(dev_scores, dev_in_scope)
         passes = gate.predict(test_scores)
+
+    Attributes after `fit`: `threshold_` and `reached_` (False when no threshold reaches
+    `target_precision`; `threshold_` is then `inf` and the gate accepts nothing).
     """
 
     target_precision: float = 0.95
-    threshold: float = math.nan
-    reached: bool = True
+
+    @classmethod
+    def with_threshold(cls, threshold: float) -> "Gate":
+        """A gate with a chosen `threshold_` instead of a fitted one (it has no `reached_`)."""
+        gate = cls()
+        gate.threshold_ = float(threshold)
+        return gate
 
     def fit(self, scores, positive) -> "Gate":
-        """Set `threshold` with `fit_threshold`; `reached` is False if the target was out of reach."""
-        self.threshold, self.reached = _fit_threshold(scores, positive, self.target_precision)
-        if not self.reached:
-            warnings.warn(f"Gate: precision {self.target_precision} unreachable on the fitting data",
-                          UnreachableTargetWarning, stacklevel=2)
+        """Set `threshold_` with `lib.selective.fit_threshold` (a gate's precision is the accuracy of what it accepts).
+
+        If no threshold reaches `target_precision`, warns `UnreachableTargetWarning` and sets
+        `reached_` False.
+        """
+        self.threshold_ = fit_threshold(scores, positive, self.target_precision)
+        self.reached_ = math.isfinite(self.threshold_)
         return self
 
     def predict(self, scores) -> np.ndarray:
-        """Bool array: True where score >= threshold (NaN never passes)."""
-        if math.isnan(self.threshold):
-            raise RuntimeError("Gate is not fitted: call fit(scores, positive) first")
+        """Bool array: True where score >= `threshold_` (NaN never passes)."""
+        require_fitted(self, "threshold_", "predict")
         with np.errstate(invalid="ignore"):
-            return np.asarray(scores, dtype=np.float64) >= self.threshold
+            return np.asarray(scores, dtype=np.float64) >= self.threshold_
 
 
 @dataclass
 class RetrievalGate:
-    """Retrieval confidence: pass when top_score >= score_threshold AND margin >= margin_threshold.
+    """Retrieval confidence: pass when top_score >= `score_threshold_` AND margin >= `margin_threshold_`.
 
     The fitting rule (`fit`): try every pair (score threshold, margin threshold) with
     values taken from the dev data, plus "no margin requirement" (-inf); keep the pairs
@@ -262,21 +216,27 @@ class RetrievalGate:
     smallest score threshold. This maximises recall subject to the precision target,
     and the margin is only used when it buys something on dev. With two thresholds and
     a small dev set this can overfit: report precision and recall on test.
+
+    Attributes after `fit`: `score_threshold_`, `margin_threshold_`, `reached_` (False when
+    no pair reaches the target: the score threshold is then `inf` and the gate accepts
+    nothing) and the dev scores of the chosen pair, `dev_precision_` and `dev_recall_`.
     """
 
     target_precision: float = 0.95
-    score_threshold: float = math.nan
-    margin_threshold: float = math.nan
-    reached: bool = True
-    dev_precision: float = math.nan
-    dev_recall: float = math.nan
+
+    @classmethod
+    def with_thresholds(cls, score_threshold: float, margin_threshold: float) -> "RetrievalGate":
+        """A gate with chosen thresholds instead of fitted ones (it has no `reached_` or dev scores)."""
+        gate = cls()
+        gate.score_threshold_, gate.margin_threshold_ = float(score_threshold), float(margin_threshold)
+        return gate
 
     def fit(self, features: pd.DataFrame, positive) -> "RetrievalGate":
         """Fit both thresholds on dev features (`retrieval_features` output) and labels.
 
         Args:
             features: DataFrame with columns top_score and margin.
-            positive: array [n] of bools: True where the corpus supports an answer
+            positive: bools of `shape (n,)`: True where the corpus supports an answer
                 (e.g. type == "answerable"; or stricter: answerable and the top chunk
                 is a gold section).
         """
@@ -300,9 +260,8 @@ class RetrievalGate:
         recall = true_pos / n_pos
         ok = (accepted > 0) & (precision >= self.target_precision - 1e-12)
         if not ok.any():
-            self.score_threshold = float(score_grid[-1] + 1e-9 * max(1.0, abs(score_grid[-1])))
-            self.margin_threshold = -math.inf
-            self.reached, self.dev_precision, self.dev_recall = False, math.nan, 0.0
+            self.score_threshold_, self.margin_threshold_ = math.inf, -math.inf
+            self.reached_, self.dev_precision_, self.dev_recall_ = False, math.nan, 0.0
             warnings.warn(f"RetrievalGate: precision {self.target_precision} unreachable on the "
                           "fitting data; the gate accepts nothing", UnreachableTargetWarning, stacklevel=2)
             return self
@@ -310,25 +269,25 @@ class RetrievalGate:
         # Sort keys: recall desc, precision desc, margin threshold asc, score threshold asc.
         best = np.lexsort((score_grid[si], margin_grid[mi], -precision[si, mi], -recall[si, mi]))[0]
         s, m = si[best], mi[best]
-        self.score_threshold, self.margin_threshold = float(score_grid[s]), float(margin_grid[m])
-        self.reached = True
-        self.dev_precision, self.dev_recall = float(precision[s, m]), float(recall[s, m])
+        self.score_threshold_, self.margin_threshold_ = float(score_grid[s]), float(margin_grid[m])
+        self.reached_ = True
+        self.dev_precision_, self.dev_recall_ = float(precision[s, m]), float(recall[s, m])
         return self
 
     def predict(self, features: pd.DataFrame) -> np.ndarray:
-        """Bool array: True where top_score >= score_threshold and margin >= margin_threshold."""
-        if math.isnan(self.score_threshold):
-            raise RuntimeError("RetrievalGate is not fitted: call fit(features, positive) first")
+        """Bool array: True where top_score >= `score_threshold_` and margin >= `margin_threshold_`."""
+        require_fitted(self, "score_threshold_", "predict")
         top = features["top_score"].to_numpy(dtype=np.float64)
         margin = features["margin"].to_numpy(dtype=np.float64)
         with np.errstate(invalid="ignore"):
-            return (top >= self.score_threshold) & (margin >= self.margin_threshold)
+            return (top >= self.score_threshold_) & (margin >= self.margin_threshold_)
 
     def failed_check(self, top_score: float, margin: float) -> str | None:
         """Which check a single row fails first: "retrieval_score", "retrieval_margin" or None."""
-        if not top_score >= self.score_threshold:  # also catches NaN
+        require_fitted(self, "score_threshold_", "failed_check")
+        if not top_score >= self.score_threshold_:  # also catches NaN
             return "retrieval_score"
-        if not margin >= self.margin_threshold:
+        if not margin >= self.margin_threshold_:
             return "retrieval_margin"
         return None
 
@@ -336,26 +295,25 @@ class RetrievalGate:
 def roc_points(scores, positive) -> pd.DataFrame:
     """Every operating point of the decision "score >= threshold", for ROC and precision plots.
 
-    Returns a DataFrame with one row per threshold, from strictest (+inf: accept
-    nothing) down to the lowest score (accept everything), and columns threshold,
-    tpr (recall), fpr, precision (NaN when nothing is accepted), accepted (count).
-    NaN scores are never accepted. Needs at least one positive and one negative.
+    Returns a DataFrame with one row per threshold: first +inf (accept nothing), then the
+    rows of `lib.selective.threshold_curve`, down to the lowest score (accept everything);
+    columns threshold, tpr (recall), fpr, precision (NaN when nothing is accepted),
+    accepted (count). NaN scores are never accepted. Needs at least one positive and one
+    negative.
     """
     s = np.asarray(scores, dtype=np.float64)
     p = _as_bool(positive, len(s), "roc_points")
     n_pos, n_neg = int(p.sum()), int((~p).sum())
     if n_pos == 0 or n_neg == 0:
         raise ValueError(f"roc_points needs both classes; got {n_pos} positive, {n_neg} negative")
-    thresholds = np.r_[np.inf, np.unique(s[~np.isnan(s)])[::-1]]
-    with np.errstate(invalid="ignore"):
-        accept = s[None, :] >= thresholds[:, None]
-    tp = (accept & p).sum(axis=1)
-    fp = (accept & ~p).sum(axis=1)
-    accepted = tp + fp
+    curve = threshold_curve(s, p)
+    accepted = np.r_[0, curve["count"].to_numpy()]
+    tp = np.rint(np.r_[0.0, (curve["accuracy"] * curve["count"]).to_numpy()])
+    fp = accepted - tp
     with np.errstate(invalid="ignore", divide="ignore"):
         precision = np.where(accepted > 0, tp / np.maximum(accepted, 1), np.nan)
-    return pd.DataFrame({"threshold": thresholds, "tpr": tp / n_pos, "fpr": fp / n_neg,
-                         "precision": precision, "accepted": accepted})
+    return pd.DataFrame({"threshold": np.r_[np.inf, curve["threshold"].to_numpy()], "tpr": tp / n_pos,
+                         "fpr": fp / n_neg, "precision": precision, "accepted": accepted})
 
 
 def bootstrap_precision_recall(pred, positive, n: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -456,17 +414,17 @@ def route_many(
 ) -> list[RoutingVerdict]:
     """Decide the path of each question, before any generation; the questions are embedded in one batch.
 
-    1. Boundary: best cosine to the in-scope examples below `boundary_gate.threshold`
+    1. Boundary: best cosine to the in-scope examples below `boundary_gate.threshold_`
        -> OUT_OF_SCOPE (answer, if at all, clearly labelled as not from the corpus).
-    2. Retrieval confidence: top score below `retrieval_gate.score_threshold`, or margin
+    2. Retrieval confidence: top score below `retrieval_gate.score_threshold_`, or margin
        to the runner-up (best chunk of another section) below its threshold
        -> ASK (say the corpus does not support an answer).
     3. Otherwise ACT, with the first `n_sources` distinct sections as sources.
 
     `scope` holds the index searched and the in-scope examples (`Scope`).
     """
-    if math.isnan(boundary_gate.threshold) or math.isnan(retrieval_gate.score_threshold):
-        raise RuntimeError("route_many: fit boundary_gate and retrieval_gate on dev data first")
+    require_fitted(boundary_gate, "threshold_", "route_many")
+    require_fitted(retrieval_gate, "score_threshold_", "route_many")
     questions = _questions_list(questions)
     index = scope.index
     b_scores = boundary_scores(questions, scope.example_questions, scope.embed) if questions else np.zeros(0)
@@ -474,7 +432,7 @@ def route_many(
     verdicts = []
     for q, b, hits in zip(questions, b_scores, all_hits):
         f = _features_from_hits(hits)
-        if not b >= boundary_gate.threshold:
+        if not b >= boundary_gate.threshold_:
             failed = "boundary"
         else:
             failed = retrieval_gate.failed_check(f["top_score"], f["margin"])
@@ -485,9 +443,9 @@ def route_many(
             sources = tuple(dict.fromkeys(h.chunk.section_id for h in distinct_units(hits)))[:n_sources]
         verdicts.append(RoutingVerdict(
             question=q, route=route,
-            boundary_score=float(b), boundary_threshold=boundary_gate.threshold,
+            boundary_score=float(b), boundary_threshold=boundary_gate.threshold_,
             top_score=f["top_score"], runner_up_score=f["runner_up_score"], margin=f["margin"],
-            score_threshold=retrieval_gate.score_threshold, margin_threshold=retrieval_gate.margin_threshold,
+            score_threshold=retrieval_gate.score_threshold_, margin_threshold=retrieval_gate.margin_threshold_,
             failed_gate=failed, top_section_id=f["top_section_id"],
             runner_up_section_id=f["runner_up_section_id"], sources=sources,
             ranked_sections=_ranked_sections(hits),
@@ -526,8 +484,7 @@ def gate_tradeoff(question_types: Sequence[str], boundary_passed, features: pd.D
     unknown = set(types) - set(QUESTION_TYPES)
     if unknown:
         raise ValueError(f"gate_tradeoff: unknown question types {sorted(unknown)}; use {QUESTION_TYPES}")
-    grounded = RetrievalGate(score_threshold=float(score_threshold),
-                             margin_threshold=float(margin_threshold)).predict(features)
+    grounded = RetrievalGate.with_thresholds(score_threshold, margin_threshold).predict(features)
     answerable = types[passed] == "answerable"
     routes = np.full(len(types), Action.OUT_OF_SCOPE.value, dtype=object)
     routes[passed] = np.where(grounded, Action.ACT.value, Action.ASK.value)

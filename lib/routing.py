@@ -2,14 +2,14 @@
 
 Two families of routers, both fitted on calibration data and applied to new data:
 
-* Thresholds on one confidence number: :class:`ThresholdRouter` (accuracy targets) and
-  :func:`cost_thresholds` (minimum expected cost); both route with
-  :func:`route_by_thresholds`: ``confidence >= act_threshold`` -> ACT,
-  ``hand_over_threshold <= confidence < act_threshold`` -> ASK, below -> HAND_OVER.
-* Split conformal prediction sets (:class:`ConformalClassifier`) routed by their size
-  with :func:`set_router`: one label -> ACT, a few -> ASK which one, none or many -> HAND_OVER.
+* Thresholds on one confidence number: `ThresholdRouter` (accuracy targets) and
+  `cost_thresholds` (minimum expected cost); both route with
+  `route_by_thresholds`: `confidence >= act_threshold` -> ACT,
+  `hand_over_threshold <= confidence < act_threshold` -> ASK, below -> HAND_OVER.
+* Split conformal prediction sets (`ConformalClassifier`) routed by their size
+  with `set_router`: one label -> ACT, a few -> ASK which one, none or many -> HAND_OVER.
 
-Fitting reads only the arrays passed to ``fit``; ``predict`` never changes a fitted
+Fitting reads only the arrays passed to `fit`; `predict` never changes a fitted
 attribute and routes each row on its own, so test data cannot leak into the thresholds.
 """
 from __future__ import annotations
@@ -23,14 +23,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from lib.calibration import (
-    _check_binary,
-    _check_confidence,
-    _check_confidence_correct,
-    _check_positive_int,
-    _require_fitted,
-)
-from lib.selective import accuracy_coverage
+from lib.checks import check_binary, check_confidence, check_confidence_correct, check_positive_int, require_fitted
+from lib.selective import accuracy_coverage, fit_threshold
 
 __all__ = [
     "Action",
@@ -73,7 +67,7 @@ class Action(str, Enum):
 def _decision_array(levels: np.ndarray) -> np.ndarray:
     """Map 0/1/2 to HAND_OVER/ASK/ACT as an object array of Action members.
 
-    (``np.full(n, Action.ASK, dtype=object)`` would not do: numpy turns the str-based
+    (`np.full(n, Action.ASK, dtype=object)` would not do: numpy turns the str-based
     enum member into a truncated plain string.)
     """
     return np.array([Action.HAND_OVER, Action.ASK, Action.ACT], dtype=object)[levels]
@@ -82,14 +76,14 @@ def _decision_array(levels: np.ndarray) -> np.ndarray:
 def route_by_thresholds(
     confidence: Sequence[float] | np.ndarray, act_threshold: float, hand_over_threshold: float
 ) -> np.ndarray:
-    """Route each item by two thresholds; returns an object array of :class:`Action`, shape (n,).
+    """Route each item by two thresholds; returns an object array of `Action`, shape (n,).
 
-    ``confidence >= act_threshold`` -> ACT; ``hand_over_threshold <= confidence <
-    act_threshold`` -> ASK; ``confidence < hand_over_threshold`` -> HAND_OVER. A threshold
-    of ``inf`` switches its decision off (e.g. ``act_threshold=inf`` never acts). Each row
+    `confidence >= act_threshold` -> ACT; `hand_over_threshold <= confidence < act_threshold`
+    -> ASK; `confidence < hand_over_threshold` -> HAND_OVER. A threshold
+    of `inf` switches its decision off (e.g. `act_threshold=inf` never acts). Each row
     is routed on its own: the result for one item does not depend on the others.
     """
-    conf = _check_confidence(confidence)
+    conf = check_confidence(confidence)
     if math.isnan(act_threshold) or math.isnan(hand_over_threshold) or hand_over_threshold > act_threshold:
         raise ValueError(
             "hand_over_threshold must be <= act_threshold (neither NaN), "
@@ -101,19 +95,20 @@ def route_by_thresholds(
 class ThresholdRouter:
     """Pick ACT and HAND_OVER thresholds on calibration data from accuracy targets.
 
-    Rules (on the calibration rows passed to :meth:`fit`; candidate thresholds are the
-    distinct confidence values, and tied items always fall on the same side):
+    Rules (on the calibration rows passed to `fit`, both fitted with
+    `lib.selective.fit_threshold`: candidate thresholds are the distinct confidence
+    values, and tied items always fall on the same side):
 
-    * ACT threshold: the lowest threshold ``t`` such that the items with
-      ``confidence >= t`` number at least ``min_act_count`` and have accuracy
-      ``>= target_act_accuracy``. ``min_act_count`` stops a handful of lucky top items
+    * ACT threshold: the lowest threshold `t` such that the items with
+      `confidence >= t` number at least `min_act_count` and have accuracy
+      `>= target_act_accuracy`. `min_act_count` stops a handful of lucky top items
       from setting the threshold. If no threshold qualifies, the router acts on nothing:
-      ``act_threshold_ = inf`` and ``reached_target_ = False`` (no exception).
-    * HAND_OVER threshold: the lowest threshold ``h <= act_threshold_`` such that the ASK
-      band ``h <= confidence < act_threshold_`` still has accuracy ``>= min_ask_accuracy``,
+      `act_threshold_ = inf` and `reached_target_ = False` (no exception).
+    * HAND_OVER threshold: the lowest threshold `h <= act_threshold_` such that the ASK
+      band `h <= confidence < act_threshold_` still has accuracy `>= min_ask_accuracy`,
       i.e. the top guess we would offer the user is right often enough to be worth asking
-      about. Below ``h`` we hand over. If even the single most confident group below the
-      ACT threshold misses the floor, there is no ASK band (``h = act_threshold_``).
+      about. Below `h` we hand over. If even the single most confident group below the
+      ACT threshold misses the floor, there is no ASK band (`h = act_threshold_`).
 
     Both rules use cumulative accuracy (over the whole acted set or whole band), so a band
     can contain a low-accuracy stretch balanced by a high-accuracy one above it.
@@ -132,7 +127,7 @@ class ThresholdRouter:
         for name, value in (("target_act_accuracy", target_act_accuracy), ("min_ask_accuracy", min_ask_accuracy)):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
-        _check_positive_int(min_act_count, "min_act_count")
+        check_positive_int(min_act_count, "min_act_count")
         self.target_act_accuracy = target_act_accuracy
         self.min_ask_accuracy = min_ask_accuracy
         self.min_act_count = min_act_count
@@ -140,21 +135,18 @@ class ThresholdRouter:
     def fit(
         self, confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
     ) -> "ThresholdRouter":
-        """Choose the thresholds from calibration rows only; return self."""
-        conf, corr = _check_confidence_correct(confidence, correct)
-        curve = accuracy_coverage(conf, corr)
-        qualifies = (curve["accuracy"] >= self.target_act_accuracy) & (curve["count"] >= self.min_act_count)
-        self.reached_target_ = bool(qualifies.any())
-        # Last qualifying row = lowest qualifying threshold (rows go from high to low).
-        self.act_threshold_ = float(curve["threshold"][qualifies].iloc[-1]) if self.reached_target_ else math.inf
+        """Choose the thresholds from calibration rows only (`lib.selective.fit_threshold`); return self."""
+        conf, corr = check_confidence_correct(confidence, correct)
+        self.act_threshold_ = fit_threshold(conf, corr, self.target_act_accuracy,
+                                            min_count=self.min_act_count, warn=False)
+        self.reached_target_ = math.isfinite(self.act_threshold_)
 
         below = conf < self.act_threshold_
         self.hand_over_threshold_ = self.act_threshold_
         if below.any():
-            band = accuracy_coverage(conf[below], corr[below])
-            floor_met = band["accuracy"] >= self.min_ask_accuracy
-            if floor_met.any():
-                self.hand_over_threshold_ = float(band["threshold"][floor_met].iloc[-1])
+            floor = fit_threshold(conf[below], corr[below], self.min_ask_accuracy, warn=False)
+            if math.isfinite(floor):
+                self.hand_over_threshold_ = floor
 
         acted = conf >= self.act_threshold_
         asked = ~acted & (conf >= self.hand_over_threshold_)
@@ -166,8 +158,8 @@ class ThresholdRouter:
         return self
 
     def predict(self, confidence: Sequence[float] | np.ndarray) -> np.ndarray:
-        """Action per item, object array of :class:`Action`, shape (n,)."""
-        _require_fitted(self, "fitted_on_", "predict")
+        """Action per item, object array of `Action`, shape (n,)."""
+        require_fitted(self, "fitted_on_", "predict")
         return route_by_thresholds(confidence, self.act_threshold_, self.hand_over_threshold_)
 
 
@@ -198,16 +190,16 @@ def outcomes(
     """Summarise what a routing did on labelled (test) data.
 
     Args:
-        decisions: shape (n,), :class:`Action` per item.
+        decisions: shape (n,), `Action` per item.
         correct: shape (n,), whether the system's top answer was right.
         in_options: optional shape (n,), whether the right label was among the options
             that an ASK would offer the user.
 
     Returns:
-        dict with ``n``; ``share_act``, ``share_ask``, ``share_hand_over`` (sum to 1);
-        ``act_accuracy`` (accuracy among ACT items); ``ask_in_options`` (share of ASK items
+        dict with `n`; `share_act`, `share_ask`, `share_hand_over` (sum to 1);
+        `act_accuracy` (accuracy among ACT items); `ask_in_options` (share of ASK items
         whose right label is among the offered options). A rate over an empty group, or
-        ``ask_in_options`` without ``in_options``, is NaN.
+        `ask_in_options` without `in_options`, is NaN.
     """
     routed, corr, offered = _checked_outcome_inputs(decisions, correct, in_options)
     return {"n": routed.size, **_rates(*_route_masks(routed), corr, offered)}
@@ -218,14 +210,14 @@ def _checked_outcome_inputs(
     correct: Sequence[bool] | np.ndarray,
     in_options: Sequence[bool] | np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """The arguments of :func:`outcomes` as checked arrays of one length (in_options may be None)."""
+    """The arguments of `outcomes` as checked arrays of one length (in_options may be None)."""
     routed = _check_decisions(decisions)
-    corr = _check_binary(correct, "correct")
+    corr = check_binary(correct, "correct")
     if corr.size != routed.size:
         raise ValueError(f"decisions and correct must have the same length, got {routed.size} and {corr.size}")
     offered = None
     if in_options is not None:
-        offered = _check_binary(in_options, "in_options")
+        offered = check_binary(in_options, "in_options")
         if offered.size != routed.size:
             raise ValueError(
                 f"in_options and decisions must have the same length, got {offered.size} and {routed.size}"
@@ -243,7 +235,7 @@ def _route_masks(routed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def _rates(acted: np.ndarray, asked: np.ndarray, handed: np.ndarray, corr: np.ndarray,
            offered: np.ndarray | None) -> dict[str, float]:
-    """The five rates of :func:`outcomes` from checked arrays of equal length (NaN over an empty group)."""
+    """The five rates of `outcomes` from checked arrays of equal length (NaN over an empty group)."""
     return {
         "share_act": float(acted.mean()),
         "act_accuracy": float(corr[acted].mean()) if acted.any() else math.nan,
@@ -261,23 +253,23 @@ def bootstrap_outcomes(
     seed: int = 0,
     level: float = 0.95,
 ) -> pd.DataFrame:
-    """:func:`outcomes` with percentile bootstrap intervals, one row per outcome.
+    """`outcomes` with percentile bootstrap intervals, one row per outcome.
 
-    Why not ``lib.calibration.bootstrap_interval(lambda ...: outcomes(...)[key], ...)``: that
+    Why not `lib.calibration.bootstrap_interval(lambda ...: outcomes(...)[key], ...)`: that
     re-validates every resample and runs once per outcome; this resamples the rows once per
-    replicate (``numpy.random.default_rng(seed).integers``, like ``bootstrap_interval``) and
-    computes all outcomes from the same resample with the same rates as :func:`outcomes`, so
-    the intervals of, say, ``share_act`` and ``act_accuracy`` belong together. Rates over a group that is empty in a resample are left
+    replicate (`numpy.random.default_rng(seed).integers`, like `bootstrap_interval`) and
+    computes all outcomes from the same resample with the same rates as `outcomes`, so
+    the intervals of, say, `share_act` and `act_accuracy` belong together. Rates over a group that is empty in a resample are left
     out of that outcome's interval (NaN-aware percentiles).
 
     Returns:
-        DataFrame indexed by outcome (``share_act``, ``act_accuracy``, ``share_ask``,
-        ``ask_in_options``, ``share_hand_over``) with columns ``value`` (as from
-        :func:`outcomes` on all rows), ``low``, ``high`` and ``support`` (rows the rate is
+        DataFrame indexed by outcome (`share_act`, `act_accuracy`, `share_ask`,
+        `ask_in_options`, `share_hand_over`) with columns `value` (as from
+        `outcomes` on all rows), `low`, `high` and `support` (rows the rate is
         taken over: all rows for shares, the ACT or ASK rows for accuracies).
     """
     routed, corr, offered = _checked_outcome_inputs(decisions, correct, in_options)
-    _check_positive_int(n, "n (number of resamples)")
+    check_positive_int(n, "n (number of resamples)")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
     acted, asked, handed = _route_masks(routed)
@@ -310,7 +302,7 @@ _OPTIONAL_COSTS = {"act_right", "ask_wrong"}
 
 @dataclass(frozen=True)
 class CostThresholds:
-    """Result of :func:`cost_thresholds`; route new data with :func:`route_by_thresholds`.
+    """Result of `cost_thresholds`; route new data with `route_by_thresholds`.
 
     act_threshold, hand_over_threshold: thresholds in [0, 1], or inf to switch off ACT
         (or, for hand_over_threshold, to hand over everything not acted on).
@@ -351,18 +343,18 @@ def cost_thresholds(
 
     Cost model (costs in any one unit, e.g. minutes of staff time; all >= 0):
 
-    * ACT: ``act_right`` (default 0) if the answer is right, ``act_wrong`` if wrong.
-    * ASK: the user confirms or picks among the offered options. ``ask`` if the top answer
-      is right; ``ask_wrong`` if it is wrong, by default ``ask + hand_over`` (the user
+    * ACT: `act_right` (default 0) if the answer is right, `act_wrong` if wrong.
+    * ASK: the user confirms or picks among the offered options. `ask` if the top answer
+      is right; `ask_wrong` if it is wrong, by default `ask + hand_over` (the user
       declines, then we hand over anyway).
-    * HAND_OVER: ``hand_over``, whatever the answer.
+    * HAND_OVER: `hand_over`, whatever the answer.
 
     So asking beats handing over when the top answer is right often enough, and acting
     beats asking when mistakes are rare enough. Every pair of thresholds at distinct
     calibration confidences is searched exactly (O(n log n)); among equal costs the
     higher thresholds (fewer automatic actions, fewer questions) win.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     costs = _check_cost_table(cost_table)
     curve = accuracy_coverage(conf, corr)
     # Prefix sums over groups of tied confidence, index m = number of top groups taken.
@@ -396,13 +388,13 @@ def mean_cost(
     correct: Sequence[bool] | np.ndarray,
     cost_table: dict[str, float],
 ) -> float:
-    """Mean cost per item of a routing under the cost model of :func:`cost_thresholds`.
+    """Mean cost per item of a routing under the cost model of `cost_thresholds`.
 
     Args:
-        decisions: shape (n,), :class:`Action` per item.
+        decisions: shape (n,), `Action` per item.
         correct: shape (n,), whether the top answer was right.
-        cost_table: keys ``act_wrong``, ``ask``, ``hand_over`` (optional ``act_right``,
-            default 0, and ``ask_wrong``, default ``ask + hand_over``).
+        cost_table: keys `act_wrong`, `ask`, `hand_over` (optional `act_right`,
+            default 0, and `ask_wrong`, default `ask + hand_over`).
     """
     routed, corr, _ = _checked_outcome_inputs(decisions, correct, None)
     costs = _check_cost_table(cost_table)
@@ -424,17 +416,17 @@ def routing_summary(
 ) -> dict[str, float]:
     """What two thresholds do to labelled data: shares, acted accuracy and mean cost.
 
-    Routes with :func:`route_by_thresholds` (a ``hand_over_threshold`` above
-    ``act_threshold`` is an error) and summarises with :func:`outcomes` and
-    :func:`mean_cost`. This is what a learner wants to see while moving the two
+    Routes with `route_by_thresholds` (a `hand_over_threshold` above
+    `act_threshold` is an error) and summarises with `outcomes` and
+    `mean_cost`. This is what a learner wants to see while moving the two
     thresholds and the costs: how the messages split, how often the acted ones are right,
     and what the whole routing costs per message.
 
     Returns:
-        dict with ``share_act``, ``share_ask``, ``share_hand_over`` (sum to 1),
-        ``act_accuracy`` (NaN when nothing is acted on) and ``cost_per_message``.
+        dict with `share_act`, `share_ask`, `share_hand_over` (sum to 1),
+        `act_accuracy` (NaN when nothing is acted on) and `cost_per_message`.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     routed = route_by_thresholds(conf, act_threshold, hand_over_threshold)
     rates = outcomes(routed, corr)
     return {
@@ -453,14 +445,14 @@ def routing_sweep(
     hand_over_threshold: float,
     cost_table: dict[str, float],
 ) -> pd.DataFrame:
-    """:func:`routing_summary` for each act threshold, with the hand-over threshold held fixed.
+    """`routing_summary` for each act threshold, with the hand-over threshold held fixed.
 
-    Act thresholds below ``hand_over_threshold`` would leave no valid ASK band, so they are
+    Act thresholds below `hand_over_threshold` would leave no valid ASK band, so they are
     raised to it (everything at or above the hand-over threshold is then acted on).
 
     Returns:
         DataFrame, one row per act threshold (in the order given), with column
-        ``act_threshold`` and the keys of :func:`routing_summary`.
+        `act_threshold` and the keys of `routing_summary`.
     """
     rows = []
     for threshold in np.asarray(act_thresholds, dtype=float):
@@ -482,7 +474,7 @@ _SCORE_TOLERANCE = 1e-9
 
 
 def _check_probabilities(probabilities: object, name: str = "probabilities") -> np.ndarray:
-    """Check a (n, k) matrix of class probabilities whose rows sum to 1 (within 1e-6)."""
+    """Check a matrix of class probabilities, shape (n, k), whose rows sum to 1 (within 1e-6)."""
     array = np.asarray(probabilities, dtype=float)
     if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
         raise ValueError(f"{name} must be a non-empty 2-D array of shape (n, k), got shape {array.shape}")
@@ -499,9 +491,9 @@ def _check_probabilities(probabilities: object, name: str = "probabilities") -> 
 def _conformal_scores(probabilities: np.ndarray, score: ConformalScore) -> np.ndarray:
     """Non-conformity score of every (row, label), shape (n, k); higher = less plausible.
 
-    "lac": ``1 - p[label]``.
+    "lac": `1 - p[label]`.
     "aps" (deterministic): total probability of the labels at least as likely as this one,
-    ``sum_j p_j * [p_j >= p_label]``, i.e. the mass you must take, most likely first, to
+    `sum_j p_j * [p_j >= p_label]`, i.e. the mass you must take, most likely first, to
     include the label. Tied labels get the same score, so they enter a set together.
     """
     if score == "lac":
@@ -518,20 +510,20 @@ class ConformalClassifier:
     """Split conformal prediction sets with coverage >= 1 - alpha.
 
     Fit on calibration rows (class probabilities and true labels): compute each row's
-    score of its true label, then ``q_hat`` = the ``ceil((n + 1)(1 - alpha))``-th smallest
-    score. A new row's set holds every label whose score is ``<= q_hat``. If calibration
+    score of its true label, then `q_hat` = the `ceil((n + 1)(1 - alpha))`-th smallest
+    score. A new row's set holds every label whose score is `<= q_hat`. If calibration
     and test rows are exchangeable, the true label is in the set with probability at least
-    ``1 - alpha`` (on average over rows, not per row). If ``ceil((n + 1)(1 - alpha)) > n``
-    there are too few calibration rows for this alpha and ``q_hat = inf`` (every label).
+    `1 - alpha` (on average over rows, not per row). If `ceil((n + 1)(1 - alpha)) > n`
+    there are too few calibration rows for this alpha and `q_hat = inf` (every label).
 
-    Scores: "lac" (``1 - p[label]``; smallest sets on average, may be empty when no label
+    Scores: "lac" (`1 - p[label]`; smallest sets on average, may be empty when no label
     is likely) or "aps" (cumulative mass down to the label; sets grow on hard rows). The
     APS version here is deterministic, without the usual random tie-breaking, and always
     includes the most likely label(s): otherwise a very confident row, whose top
-    probability alone exceeds ``q_hat``, would get an empty set. Both choices only add
-    labels, so APS coverage is at least (rather than close to exactly) ``1 - alpha``.
+    probability alone exceeds `q_hat`, would get an empty set. Both choices only add
+    labels, so APS coverage is at least (rather than close to exactly) `1 - alpha`.
 
-    Attributes (after fit): ``q_hat_``, ``n_classes_``, ``fitted_on_``.
+    Attributes (after fit): `q_hat_`, `n_classes_`, `fitted_on_`.
     """
 
     def __init__(self, alpha: float = 0.1, score: ConformalScore = "lac") -> None:
@@ -543,7 +535,7 @@ class ConformalClassifier:
         self.score = score
 
     def fit(self, probabilities: np.ndarray, labels: Sequence[int] | np.ndarray) -> "ConformalClassifier":
-        """Compute ``q_hat`` from calibration rows; ``probabilities`` (n, k), ``labels`` (n,) in 0..k-1."""
+        """Compute `q_hat` from calibration rows; `probabilities` shape (n, k), `labels` shape (n,) in 0..k-1."""
         probs = _check_probabilities(probabilities)
         label_index = np.asarray(labels)
         if label_index.shape != (probs.shape[0],) or not np.issubdtype(label_index.dtype, np.integer):
@@ -564,7 +556,7 @@ class ConformalClassifier:
 
     def predict_sets(self, probabilities: np.ndarray) -> list[np.ndarray]:
         """Prediction set per row: int arrays of label indices, most probable first."""
-        _require_fitted(self, "q_hat_", "predict_sets")
+        require_fitted(self, "q_hat_", "predict_sets")
         probs = _check_probabilities(probabilities)
         if probs.shape[1] != self.n_classes_:
             raise ValueError(
@@ -602,9 +594,9 @@ def mean_set_size(sets: Sequence[np.ndarray]) -> float:
 def set_router(sets: Sequence[np.ndarray], max_ask: int = 3) -> np.ndarray:
     """Route by set size: 1 label -> ACT, 2..max_ask -> ASK, empty or larger -> HAND_OVER.
 
-    Returns an object array of :class:`Action`, shape (n,). An empty set means no label
+    Returns an object array of `Action`, shape (n,). An empty set means no label
     is plausible enough (e.g. an out-of-scope request), hence HAND_OVER.
     """
-    _check_positive_int(max_ask, "max_ask")
+    check_positive_int(max_ask, "max_ask")
     sizes = np.array([s.size for s in _check_sets(sets)])
     return _decision_array(np.where(sizes == 1, 2, ((sizes >= 2) & (sizes <= max_ask)).astype(int)))

@@ -6,21 +6,33 @@ the threshold gives the accuracy-coverage curve; its complement is the risk-cove
 and the area under that (AURC) summarises it. AUROC asks a different question: how often
 is a right answer more confident than a wrong one?
 
-Inputs follow :mod:`lib.calibration`: ``confidence`` of shape (n,) in [0, 1] and
-``correct`` of shape (n,) holding booleans or 0/1. Items with the same confidence are
-indistinguishable to a threshold, so they always enter the acted set together.
+This module also holds the workbook's one threshold fitter: `threshold_curve` lists every
+"accept the items scoring at least t" with its coverage and accuracy, and `fit_threshold`
+picks the lowest t (so as many items as possible) whose accepted items reach a target
+accuracy. The retrieval gates (`lib.retrieval.Gate`), the routers
+(`lib.routing.ThresholdRouter`) and the assistant's thresholds all fit with it.
+
+Inputs follow `lib.checks`: `confidence` of shape (n,) in [0, 1] and `correct` of shape
+(n,) holding booleans or 0/1 (`threshold_curve` and `fit_threshold` take any real
+scores). Items with the same score are indistinguishable to a threshold, so they always
+enter the accepted set together.
 """
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from lib.calibration import _check_binary, _check_confidence_correct
+from lib.checks import check_binary, check_confidence_correct, check_positive_int
 
 __all__ = [
+    "threshold_curve",
+    "fit_threshold",
+    "UnreachableTargetWarning",
     "accuracy_coverage",
     "risk_coverage",
     "aurc",
@@ -31,42 +43,142 @@ __all__ = [
     "agreement_features",
 ]
 
+_TARGET_TOLERANCE = 1e-12
+"""An accuracy this close below the target still reaches it (a target written as a sum of floats)."""
 
-def accuracy_coverage(
-    confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
-) -> pd.DataFrame:
-    """Accuracy of the acted set for every confidence threshold, highest threshold first.
 
-    Row j stands for "act on every item with ``confidence >= threshold``", one row per
-    distinct confidence value in descending order (tied items enter together).
+class UnreachableTargetWarning(UserWarning):
+    """No threshold reaches the target accuracy on the data it was fitted on; the fit accepts nothing."""
+
+
+def _scores_correct(scores: object, correct: object) -> tuple[np.ndarray, np.ndarray]:
+    """`scores` as a 1-D float array (any real value, NaN allowed) and `correct` as booleans of the same length."""
+    try:
+        values = np.asarray(scores, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"scores must be numbers; could not convert: {error}") from None
+    if values.ndim != 1:
+        raise ValueError(f"scores must be a 1-D array of shape (n,), got shape {values.shape}")
+    corr = check_binary(correct, "correct")
+    if corr.shape != values.shape:
+        raise ValueError(f"scores and correct must have the same length, got {values.size} and {corr.size}")
+    return values, corr
+
+
+def threshold_curve(scores: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray) -> pd.DataFrame:
+    """Every operating point of "accept the items with `score >= t`", strictest first.
+
+    One row per distinct score `t`, in descending order; tied items enter together. A NaN
+    score is never accepted, so it is not a candidate and its item is counted only in the
+    coverage denominator. Scores may be any real numbers (cosines, probabilities, 1 /
+    perplexity); `inf` and `-inf` are candidates like any other value.
+
+    Args:
+        scores: shape (n,), higher = more confident.
+        correct: shape (n,), booleans or 0/1: is accepting this item right?
 
     Returns:
-        DataFrame with columns ``threshold`` (float in [0, 1]), ``count`` (items acted on),
-        ``coverage`` (count / n, in (0, 1], increasing) and ``accuracy`` (share of acted
-        items that are correct, in [0, 1]). The last row has coverage 1.
+        DataFrame with columns `threshold` (float, decreasing), `count` (items accepted),
+        `coverage` (count / n, increasing) and `accuracy` (share of the accepted items
+        that are correct, in [0, 1]; the precision of the decision "accept").
+
+    Raises ValueError for mismatched or non-1-D arrays, non-binary `correct`, or when
+    every score is NaN.
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
+    values, corr = _scores_correct(scores, correct)
+    candidate = ~np.isnan(values)
+    if not candidate.any():
+        raise ValueError("scores has no value that is not NaN: nothing to put a threshold on")
     # np.unique sorts ascending; reverse for descending thresholds.
-    thresholds, group, group_counts = np.unique(conf, return_inverse=True, return_counts=True)
-    group_correct = np.bincount(group, weights=corr.astype(float), minlength=thresholds.size)
+    thresholds, group, group_counts = np.unique(values[candidate], return_inverse=True, return_counts=True)
+    group_correct = np.bincount(group, weights=corr[candidate].astype(float), minlength=thresholds.size)
     counts = np.cumsum(group_counts[::-1])
     n_correct = np.cumsum(group_correct[::-1])
     return pd.DataFrame(
         {
             "threshold": thresholds[::-1],
             "count": counts,
-            "coverage": counts / conf.size,
+            "coverage": counts / values.size,
             "accuracy": n_correct / counts,
         }
     )
 
 
+def fit_threshold(
+    scores: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    target_accuracy: float = 0.95,
+    *,
+    min_count: int = 1,
+    warn: bool = True,
+) -> float:
+    """The lowest threshold `t` whose accepted items (`score >= t`) are right at least `target_accuracy` of the time.
+
+    Lowest, because among the thresholds that are accurate enough it accepts the most
+    items (the most right ones too: highest coverage and recall). Accuracy is not monotone
+    in `t`, so every row of `threshold_curve` is tried; a threshold qualifies when its
+    accepted items reach the target (within 1e-12) and number at least `min_count` (so that
+    a handful of lucky top items cannot set it). Only finite scores are candidates.
+
+    When no threshold qualifies, the fit accepts nothing: it returns `inf` (no score is
+    `>= inf` except `inf` itself) and, if `warn`, emits `UnreachableTargetWarning`. So
+    `math.isinf(t)` tells whether the target was reached; callers for which an unreachable
+    target is an ordinary outcome (a router that then acts on nothing) pass `warn=False`.
+
+    Args:
+        scores: shape (n,), higher = more confident; NaN is never accepted.
+        correct: shape (n,), booleans or 0/1: is accepting this item right?
+        target_accuracy: in [0, 1] (0 accepts every item that has a score).
+        min_count: the fewest accepted items a threshold may leave (positive integer).
+        warn: whether to warn when no threshold reaches the target.
+    """
+    if not 0.0 <= target_accuracy <= 1.0:
+        raise ValueError(f"target_accuracy must lie in [0, 1], got {target_accuracy!r}")
+    check_positive_int(min_count, "min_count")
+    curve = threshold_curve(scores, correct)
+    thresholds = curve["threshold"].to_numpy()
+    qualifies = (
+        np.isfinite(thresholds)
+        & (curve["accuracy"].to_numpy() >= target_accuracy - _TARGET_TOLERANCE)
+        & (curve["count"].to_numpy() >= min_count)
+    )
+    if qualifies.any():
+        # Rows go from high to low thresholds: the last qualifying row is the lowest threshold.
+        return float(thresholds[qualifies][-1])
+    if warn:
+        warnings.warn(
+            f"no threshold reaches accuracy {target_accuracy} with at least {min_count} accepted item(s) "
+            "on the fitting data; returning inf: accept nothing",
+            UnreachableTargetWarning,
+            stacklevel=2,
+        )
+    return math.inf
+
+
+def accuracy_coverage(
+    confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
+) -> pd.DataFrame:
+    """Accuracy of the acted set for every confidence threshold, highest threshold first.
+
+    `threshold_curve` for a confidence: checks that `confidence` holds finite values in
+    [0, 1] (`lib.checks.check_confidence_correct`). Row j stands for "act on every item
+    with `confidence >= threshold`", one row per distinct confidence value in descending
+    order (tied items enter together).
+
+    Returns:
+        DataFrame with columns `threshold` (float in [0, 1]), `count` (items acted on),
+        `coverage` (count / n, in (0, 1], increasing) and `accuracy` (share of acted
+        items that are correct, in [0, 1]). The last row has coverage 1.
+    """
+    return threshold_curve(*check_confidence_correct(confidence, correct))
+
+
 def risk_coverage(
     confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
 ) -> pd.DataFrame:
-    """Like :func:`accuracy_coverage` but with ``risk = 1 - accuracy`` (error rate of acted items).
+    """Like `accuracy_coverage` but with `risk = 1 - accuracy` (error rate of acted items).
 
-    Columns: ``threshold``, ``count``, ``coverage``, ``risk``.
+    Columns: `threshold`, `count`, `coverage`, `risk`.
     """
     curve = accuracy_coverage(confidence, correct)
     return curve.assign(risk=1.0 - curve["accuracy"]).drop(columns="accuracy")
@@ -77,7 +189,7 @@ def aurc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.
 
     The curve is a step function: between the coverage of one threshold and the next, the
     risk is that of the larger acted set. Without ties this is the usual
-    ``(1/n) * sum_i risk(top i items)``; tied items share the risk of their whole group.
+    `(1/n) * sum_i risk(top i items)`; tied items share the risk of their whole group.
     """
     curve = risk_coverage(confidence, correct)
     widths = np.diff(curve["coverage"].to_numpy(), prepend=0.0)
@@ -88,16 +200,16 @@ def oracle_aurc(correct: Sequence[bool] | np.ndarray) -> float:
     """The lowest AURC any confidence can reach on these answers: every right answer ranked first.
 
     With R right answers out of n, acting on the top i items has risk 0 for i <= R and
-    ``(i - R) / i`` after that, so ``oracle AURC = (1/n) * sum_{i=R+1..n} (i - R) / i``. It is
+    `(i - R) / i` after that, so `oracle AURC = (1/n) * sum_{i=R+1..n} (i - R) / i`. It is
     above 0 whenever some answers are wrong (they are still there at full coverage).
     Giving every right answer one confidence and every wrong answer another (e.g.
-    ``aurc(correct, correct)``) is *not* this oracle: :func:`aurc` treats tied items as one
-    step, which scores that two-valued confidence at about ``(1 - accuracy)**2``.
+    `aurc(correct, correct)`) is *not* this oracle: `aurc` treats tied items as one
+    step, which scores that two-valued confidence at about `(1 - accuracy)**2`.
 
     Args:
         correct: shape (n,), booleans or 0/1.
     """
-    corr = _check_binary(correct, "correct")
+    corr = check_binary(correct, "correct")
     acted = np.arange(1, corr.size + 1)
     risk = np.maximum(acted - int(corr.sum()), 0) / acted
     return float(risk.mean())
@@ -106,14 +218,14 @@ def oracle_aurc(correct: Sequence[bool] | np.ndarray) -> float:
 def auroc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray) -> float:
     """Probability that a random right answer has higher confidence than a random wrong one.
 
-    Ties count one half. Computed from ranks (Mann-Whitney U): with average ranks ``r`` of
-    the confidences, ``AUROC = (sum of r over right answers - P (P + 1) / 2) / (P N)`` for
-    P right and N wrong answers. Equals ``sklearn.metrics.roc_auc_score(correct, confidence)``.
+    Ties count one half. Computed from ranks (Mann-Whitney U): with average ranks `r` of
+    the confidences, `AUROC = (sum of r over right answers - P (P + 1) / 2) / (P N)` for
+    P right and N wrong answers. Equals `sklearn.metrics.roc_auc_score(correct, confidence)`.
     0.5 means confidence does not separate right from wrong; 1.0 means it separates perfectly.
 
-    Raises ValueError if ``correct`` holds only one class (AUROC is undefined).
+    Raises ValueError if `correct` holds only one class (AUROC is undefined).
     """
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     n_right = int(corr.sum())
     n_wrong = corr.size - n_right
     if n_right == 0 or n_wrong == 0:
@@ -130,10 +242,10 @@ def accuracy_at_coverage(
     correct: Sequence[bool] | np.ndarray,
     coverage: float,
 ) -> float:
-    """Accuracy when acting on (at least) the most confident ``coverage`` share of items.
+    """Accuracy when acting on (at least) the most confident `coverage` share of items.
 
-    Uses the smallest acted set of :func:`accuracy_coverage` whose coverage reaches
-    ``coverage`` (ties enter together, so the achieved coverage can be a bit higher).
+    Uses the smallest acted set of `accuracy_coverage` whose coverage reaches
+    `coverage` (ties enter together, so the achieved coverage can be a bit higher).
 
     Args:
         coverage: target share of items acted on, in (0, 1].
@@ -151,12 +263,12 @@ def precision_at_recall(
     correct: Sequence[bool] | np.ndarray,
     recall: float,
 ) -> float:
-    """Precision of the acted set at the highest threshold that keeps ``recall`` of the right answers.
+    """Precision of the acted set at the highest threshold that keeps `recall` of the right answers.
 
-    The right answers are the positives. For a threshold ``t``, the acted set is every item
-    with ``confidence >= t``; its **recall** is the share of all right answers that are in it,
+    The right answers are the positives. For a threshold `t`, the acted set is every item
+    with `confidence >= t`; its **recall** is the share of all right answers that are in it,
     and its **precision** the share of it that is right (the acted accuracy). The threshold is
-    the highest one whose recall is at least ``recall``; tied items stay together, so the
+    the highest one whose recall is at least `recall`; tied items stay together, so the
     recall reached can be a bit higher than asked. Example: a precision of 0.88 at 90% recall
     means that keeping 90% of the right answers costs acting on wrong answers at a rate of 12%.
 
@@ -165,11 +277,11 @@ def precision_at_recall(
         correct: shape (n,), booleans or 0/1; must hold at least one right answer.
         recall: the share of right answers to keep, in (0, 1].
 
-    Raises ValueError for ``recall`` outside (0, 1] or when no answer is right.
+    Raises ValueError for `recall` outside (0, 1] or when no answer is right.
     """
     if not 0.0 < recall <= 1.0:
         raise ValueError(f"recall must lie in (0, 1], got {recall!r}")
-    conf, corr = _check_confidence_correct(confidence, correct)
+    conf, corr = check_confidence_correct(confidence, correct)
     n_right = int(corr.sum())
     if n_right == 0:
         raise ValueError("correct holds no right answer; recall is undefined")
@@ -191,24 +303,24 @@ def agreement_features(
 
     Args:
         deciders: name -> one method's results, one row per message, indexed by the row
-            index ``i`` of the split, with columns ``pred`` (its answer) and ``confidence``
+            index `i` of the split, with columns `pred` (its answer) and `confidence`
             (its probability of that answer).
         retriever: the nearest-neighbour retriever's results on the same split, indexed by
-            ``i``, with columns ``pred`` (top-1 label), ``similarity`` and ``margin``.
+            `i`, with columns `pred` (top-1 label), `similarity` and `margin`.
         retriever_name: how the retriever is named in the agreement columns.
 
     Returns:
         DataFrame of shape (m, 2 * k + k * (k - 1) / 2 + 2) for k deciders, float columns,
-        indexed by the ``i`` present in every frame (inner join, sorted, m <= each frame's
+        indexed by the `i` present in every frame (inner join, sorted, m <= each frame's
         length), columns in this order:
 
-        * ``"p <name>"``: each decider's probability of its answer;
-        * ``"<name> = <retriever_name>"``: 1.0 where the decider's answer equals the
+        * `"p <name>"`: each decider's probability of its answer;
+        * `"<name> = <retriever_name>"`: 1.0 where the decider's answer equals the
           retriever's top-1 label, else 0.0;
-        * ``"<a> = <b>"``: for each pair of deciders, in the order given, 1.0 where they agree;
-        * ``"similarity"``, ``"margin"``: the retriever's scores.
+        * `"<a> = <b>"`: for each pair of deciders, in the order given, 1.0 where they agree;
+        * `"similarity"`, `"margin"`: the retriever's scores.
 
-    Raises ValueError if ``deciders`` is empty or a name collides with ``retriever_name``.
+    Raises ValueError if `deciders` is empty or a name collides with `retriever_name`.
     """
     if not deciders:
         raise ValueError("deciders is empty; pass at least one method's results")

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.exceptions import NotFittedError
 
 from lib import retrieval as R
 from lib.assistant import (
@@ -35,6 +36,7 @@ from lib.grounding import GROUNDING_SYSTEM_PROMPT
 from lib.indexes import DenseIndex, chunk_by_heading
 from lib.llm import Completion, NextTokenLogprobs, TokenLogprob
 from lib.routing import Action
+from lib.selective import UnreachableTargetWarning
 from test_indexes import fake_embed
 
 SECTIONS = [
@@ -94,9 +96,9 @@ def index():
 
 def make_assistant(index, llm, threshold=0.5):
     return Assistant(llm=llm, scope=R.Scope(index, EXAMPLES), sections=TEXTS,
-                     boundary_gate=R.Gate(threshold=0.2),
-                     retrieval_gate=R.RetrievalGate(score_threshold=0.35, margin_threshold=0.2),
-                     ask_gate=R.Gate(threshold=0.25), answerability_threshold=threshold,
+                     boundary_gate=R.Gate.with_threshold(0.2),
+                     retrieval_gate=R.RetrievalGate.with_thresholds(0.35, 0.2),
+                     ask_gate=R.Gate.with_threshold(0.25), answerability_threshold=threshold,
                      n_sources=2, n_offer=2, max_tokens=120)
 
 
@@ -221,7 +223,7 @@ def test_answerability_threshold_fits_only_on_probed_traces(index):
     skipped = make_assistant(index, FakeLLM(), threshold=math.nan).run(OUT_Q)  # no probability: ignored
     t = fit_answerability_threshold(traces + [skipped], [True, True, False, True, True], target_precision=0.9)
     assert t == pytest.approx(0.9)
-    with pytest.warns(R.UnreachableTargetWarning):
+    with pytest.warns(UnreachableTargetWarning):
         t = fit_answerability_threshold(traces, [False] * 4)
     assert t > 0.95
     with pytest.raises(ValueError, match="length"):
@@ -240,11 +242,11 @@ def test_fit_gates_and_ask_gate_on_dev_frame(index):
                         ["handbook/qualifying-exam"], [], ["handbook/thesis-committee"]],
     })
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", R.UnreachableTargetWarning)
+        warnings.simplefilter("ignore", UnreachableTargetWarning)
         boundary, retrieval = fit_gates(dev, R.Scope(index, EXAMPLES))
-        assert not math.isnan(boundary.threshold) and not math.isnan(retrieval.score_threshold)
+        assert not math.isnan(boundary.threshold_) and not math.isnan(retrieval.score_threshold_)
         ask = fit_ask_gate(dev, boundary, retrieval, R.Scope(index, EXAMPLES), n_offer=2, target_precision=0.5)
-    assert not math.isnan(ask.threshold)
+    assert not math.isnan(ask.threshold_)
 
 
 def test_answer_is_right_rules(index):
@@ -273,13 +275,13 @@ def test_decision_table_has_fixed_rows_and_columns(index):
 def test_bad_arguments_are_refused(index):
     with pytest.raises(ValueError, match="n_sources"):
         Assistant(llm=FakeLLM(), scope=R.Scope(index, EXAMPLES), sections=TEXTS,
-                  boundary_gate=R.Gate(threshold=0.2),
-                  retrieval_gate=R.RetrievalGate(score_threshold=0.35, margin_threshold=0.2),
-                  ask_gate=R.Gate(threshold=0.25), n_sources=0)
-    with pytest.raises(RuntimeError, match="ask_gate"):
+                  boundary_gate=R.Gate.with_threshold(0.2),
+                  retrieval_gate=R.RetrievalGate.with_thresholds(0.35, 0.2),
+                  ask_gate=R.Gate.with_threshold(0.25), n_sources=0)
+    with pytest.raises(NotFittedError, match="ask_gate"):
         Assistant(llm=FakeLLM(), scope=R.Scope(index, np.asarray(fake_embed(EXAMPLES))), sections=TEXTS,
-                  boundary_gate=R.Gate(threshold=0.2),
-                  retrieval_gate=R.RetrievalGate(score_threshold=0.35, margin_threshold=0.2), ask_gate=R.Gate())
+                  boundary_gate=R.Gate.with_threshold(0.2),
+                  retrieval_gate=R.RetrievalGate.with_thresholds(0.35, 0.2), ask_gate=R.Gate())
 
 
 def test_repr_is_the_readable_trace_not_a_dump(index):

@@ -9,21 +9,21 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.exceptions import NotFittedError
 
 from lib.indexes import DenseIndex, chunk_by_heading
 from lib.retrieval import (
     Gate,
     RetrievalGate,
     Scope,
-    UnreachableTargetWarning,
     boundary_scores,
     bootstrap_precision_recall,
-    fit_threshold,
     retrieval_features,
     roc_points,
     route_many,
 )
 from lib.routing import Action
+from lib.selective import UnreachableTargetWarning
 from test_indexes import FixedIndex, fake_embed, sections, stub_chunk  # noqa: F401 (sections is a fixture)
 
 # --------------------------------------------------------------------------- gates
@@ -42,25 +42,11 @@ def test_runner_up_is_from_a_different_section():
     assert math.isnan(lonely["runner_up_score"]) and lonely["margin"] == math.inf
 
 
-def test_fit_threshold_constructed_case():
-    scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5])
-    positive = np.array([True, True, False, True, False])
-    # precision accepting down to each score: 1, 1, 2/3, 3/4, 3/5
-    assert fit_threshold(scores, positive, 0.75) == pytest.approx(0.6)
-    assert fit_threshold(scores, positive, 1.0) == pytest.approx(0.8)
-    assert fit_threshold(scores, positive, 0.5) == pytest.approx(0.5)
-    with pytest.warns(UnreachableTargetWarning):
-        t = fit_threshold(scores, np.zeros(5, bool), 0.9)
-    assert t > 0.9 and not (scores >= t).any()
-    with pytest.raises(ValueError):
-        fit_threshold(scores, positive[:3])
-
-
 def test_gate_fit_predict():
     gate = Gate(target_precision=1.0).fit([0.2, 0.5, 0.7, 0.9], [False, False, True, True])
-    assert gate.threshold == pytest.approx(0.7) and gate.reached
+    assert gate.threshold_ == pytest.approx(0.7) and gate.reached_
     assert gate.predict([0.1, 0.7, 0.95, np.nan]).tolist() == [False, True, True, False]
-    with pytest.raises(RuntimeError):
+    with pytest.raises(NotFittedError):
         Gate().predict([0.5])
 
 
@@ -72,16 +58,16 @@ def test_retrieval_gate_uses_margin_when_score_alone_is_not_enough():
     })
     positive = np.array([True, True, True, True, False, False, False])
     gate = RetrievalGate(target_precision=1.0).fit(features, positive)
-    assert gate.score_threshold == pytest.approx(0.52)
-    assert gate.margin_threshold == pytest.approx(0.07)
-    assert gate.dev_recall == 1.0 and gate.dev_precision == 1.0
+    assert gate.score_threshold_ == pytest.approx(0.52)
+    assert gate.margin_threshold_ == pytest.approx(0.07)
+    assert gate.dev_recall_ == 1.0 and gate.dev_precision_ == 1.0
     assert gate.predict(features).tolist() == positive.tolist()
     # where the score alone separates, the margin is not used
     easy = RetrievalGate(target_precision=1.0).fit(features.iloc[[0, 1, 2, 5, 6]], positive[[0, 1, 2, 5, 6]])
-    assert easy.margin_threshold == -math.inf and easy.score_threshold == pytest.approx(0.60)
+    assert easy.margin_threshold_ == -math.inf and easy.score_threshold_ == pytest.approx(0.60)
     with pytest.warns(UnreachableTargetWarning):
         none = RetrievalGate().fit(features, np.zeros(7, bool))
-    assert not none.reached and not none.predict(features).any()
+    assert not none.reached_ and not none.predict(features).any()
 
 
 def test_roc_points_endpoints_and_monotone():
@@ -128,8 +114,8 @@ def routing_setup(sections):
 
 def test_route_each_path(routing_setup):
     scope = routing_setup
-    boundary = Gate(threshold=0.2)
-    retrieval = RetrievalGate(score_threshold=0.2, margin_threshold=0.05)
+    boundary = Gate.with_threshold(0.2)
+    retrieval = RetrievalGate.with_thresholds(0.2, 0.05)
 
     v = route_many(["write a poem about the ocean"], boundary, retrieval, scope)[0]
     assert v.route is Action.OUT_OF_SCOPE and v.failed_gate == "boundary" and v.sources == ()
@@ -145,11 +131,11 @@ def test_route_each_path(routing_setup):
     assert v.route is Action.ASK and v.failed_gate == "retrieval_margin"
     assert v.top_score >= 0.2 and v.margin < 0.05 and v.top_section_id != v.runner_up_section_id and v.sources == ()
 
-    strict = RetrievalGate(score_threshold=0.99, margin_threshold=0.0)
+    strict = RetrievalGate.with_thresholds(0.99, 0.0)
     v = route_many(["how do I connect to the VPN"], boundary, strict, scope)[0]
     assert v.route is Action.ASK and v.failed_gate == "retrieval_score"
 
-    with pytest.raises(RuntimeError):
+    with pytest.raises(NotFittedError):
         route_many(["x"], Gate(), retrieval, scope)
 
 
@@ -182,9 +168,9 @@ def test_gate_tradeoff_matches_a_fitted_gate():
     answerable = (features["top_score"] + rng.normal(0, 0.1, 40)) > 0.55
     gate = RetrievalGate(target_precision=0.8).fit(features, answerable)
     types = np.where(answerable, "answerable", "unanswerable")
-    summary, _ = gate_tradeoff(types, np.ones(40, bool), features, gate.score_threshold, gate.margin_threshold)
-    assert summary["precision"] == pytest.approx(gate.dev_precision)
-    assert summary["recall"] == pytest.approx(gate.dev_recall)
+    summary, _ = gate_tradeoff(types, np.ones(40, bool), features, gate.score_threshold_, gate.margin_threshold_)
+    assert summary["precision"] == pytest.approx(gate.dev_precision_)
+    assert summary["recall"] == pytest.approx(gate.dev_recall_)
 
 
 def test_gate_tradeoff_checks_its_inputs():

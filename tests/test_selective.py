@@ -1,6 +1,9 @@
 """Tests for lib.selective: accuracy/risk-coverage curves, AURC, AUROC."""
 from __future__ import annotations
 
+import math
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from lib.selective import (accuracy_at_coverage, accuracy_coverage, agreement_features, auroc, aurc,
-                           precision_at_recall, risk_coverage)
+from lib.selective import (UnreachableTargetWarning, accuracy_at_coverage, accuracy_coverage, agreement_features,
+                           auroc, aurc, fit_threshold, precision_at_recall, risk_coverage, threshold_curve)
 
 # Ties on purpose: 0.9 twice, one right and one wrong.
 CONFIDENCE = [0.8, 0.9, 0.5, 0.9]
@@ -23,6 +26,54 @@ def test_accuracy_coverage_groups_ties():
     np.testing.assert_array_equal(curve["count"], [2, 3, 4])
     np.testing.assert_allclose(curve["coverage"], [0.5, 0.75, 1.0])
     np.testing.assert_allclose(curve["accuracy"], [0.5, 2 / 3, 0.75])
+
+
+def test_threshold_curve_takes_any_real_scores_and_never_accepts_nan():
+    curve = threshold_curve([-0.5, 2.0, np.nan, 2.0, 0.1], [1, 0, 1, 1, 0])
+    np.testing.assert_allclose(curve["threshold"], [2.0, 0.1, -0.5])
+    np.testing.assert_array_equal(curve["count"], [2, 3, 4])
+    np.testing.assert_allclose(curve["coverage"], [2 / 5, 3 / 5, 4 / 5])  # the NaN item is never accepted
+    np.testing.assert_allclose(curve["accuracy"], [1 / 2, 1 / 3, 2 / 4])
+    with pytest.raises(ValueError, match="NaN"):
+        threshold_curve([np.nan], [1])
+
+
+def test_accuracy_coverage_is_the_threshold_curve_of_a_checked_confidence():
+    pd.testing.assert_frame_equal(accuracy_coverage(CONFIDENCE, CORRECT), threshold_curve(CONFIDENCE, CORRECT))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        accuracy_coverage([1.5], [1])
+
+
+def test_fit_threshold_constructed_case():
+    scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5])
+    positive = np.array([True, True, False, True, False])
+    # precision accepting down to each score: 1, 1, 2/3, 3/4, 3/5
+    assert fit_threshold(scores, positive, 0.75) == pytest.approx(0.6)
+    assert fit_threshold(scores, positive, 1.0) == pytest.approx(0.8)
+    assert fit_threshold(scores, positive, 0.5) == pytest.approx(0.5)
+    with pytest.warns(UnreachableTargetWarning):
+        t = fit_threshold(scores, np.zeros(5, bool), 0.9)
+    assert t > 0.9 and not (scores >= t).any()
+    with pytest.raises(ValueError):
+        fit_threshold(scores, positive[:3])
+
+
+def test_fit_threshold_min_count_nan_and_quiet_mode():
+    scores = np.array([0.99] * 3 + [0.8] * 10 + [np.nan])
+    correct = np.array([True] * 3 + [True] * 8 + [False] * 2 + [True])
+    assert fit_threshold(scores, correct, 1.0) == 0.99
+    # at least 5 accepted: 0.99 holds only 3, and 0.8 (11/13) misses 1.0
+    with pytest.warns(UnreachableTargetWarning, match="at least 5"):
+        assert fit_threshold(scores, correct, 1.0, min_count=5) == math.inf
+    assert fit_threshold(scores, correct, 0.8, min_count=5) == 0.8
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fit_threshold(scores, correct, 1.0, min_count=5, warn=False) == math.inf
+    assert fit_threshold(scores, correct, 0.0) == 0.8  # target 0: every item with a score
+    with pytest.raises(ValueError, match="target_accuracy"):
+        fit_threshold(scores, correct, 1.5)
+    with pytest.raises(ValueError, match="min_count"):
+        fit_threshold(scores, correct, 0.9, min_count=0)
 
 
 def test_risk_coverage_is_one_minus_accuracy():

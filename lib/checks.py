@@ -1,0 +1,111 @@
+"""Input checks shared by the confidence modules, so that every public function refuses bad input alike.
+
+`lib.calibration`, `lib.selective`, `lib.routing` and `lib.plots` take the same two arrays:
+
+* `confidence`: 1-D float array, shape (n,), values in [0, 1], no NaN or inf.
+* `correct`: 1-D array, shape (n,), of booleans or of 0/1 numbers: was the answer the
+  system would give right?
+
+The checks here turn those arguments into numpy arrays or raise a `ValueError` that names
+the faulty argument. `require_fitted` is the one not-fitted convention of the workbook, in
+the scikit-learn style: `fit` sets attributes whose names end in `_`, and using an object
+before `fit` raises `sklearn.exceptions.NotFittedError`.
+"""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.exceptions import NotFittedError
+
+__all__ = [
+    "check_confidence",
+    "check_binary",
+    "check_confidence_correct",
+    "check_positive_int",
+    "require_fitted",
+]
+
+
+def check_confidence(confidence: object, name: str = "confidence") -> np.ndarray:
+    """Return `confidence` as a 1-D float array after checking it is a usable confidence.
+
+    Raises ValueError naming `name` when the array is not 1-D, is empty, holds NaN/inf,
+    or holds values outside [0, 1].
+    """
+    try:
+        values = np.asarray(confidence, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be numbers in [0, 1]; could not convert: {error}") from None
+    if values.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of shape (n,), got shape {values.shape}")
+    if values.size == 0:
+        raise ValueError(f"{name} is empty: need at least one item")
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise ValueError(
+            f"{name} contains NaN or inf at index {int(np.argmax(bad))}; "
+            "a confidence must be a finite probability"
+        )
+    outside = (values < 0.0) | (values > 1.0)
+    if outside.any():
+        i = int(np.argmax(outside))
+        raise ValueError(f"{name} must lie in [0, 1], but {name}[{i}] = {values[i].item()!r}")
+    return values
+
+
+def check_binary(values: object, name: str = "correct") -> np.ndarray:
+    """Return `values` as a 1-D boolean array, checking it holds only True/False or 0/1.
+
+    Raises ValueError naming `name` when the array is not 1-D, is empty, or holds anything
+    other than booleans or the numbers 0 and 1.
+    """
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of shape (n,), got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"{name} is empty: need at least one item")
+    if array.dtype == bool:
+        return array
+    if not np.issubdtype(array.dtype, np.number):
+        raise ValueError(f"{name} must hold booleans or 0/1, got dtype {array.dtype}")
+    not_binary = ~np.isin(array, (0, 1))
+    if not_binary.any():
+        i = int(np.argmax(not_binary))
+        raise ValueError(f"{name} must hold only booleans or 0/1, but {name}[{i}] = {array[i].item()!r}")
+    return array.astype(bool)
+
+
+def check_confidence_correct(confidence: object, correct: object) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a (confidence, correct) pair; return `(float array, bool array)`, each shape (n,).
+
+    Raises ValueError naming the faulty argument: empty arrays, mismatched lengths, NaN/inf
+    confidence, confidence outside [0, 1], or non-binary `correct`.
+    """
+    conf = check_confidence(confidence, "confidence")
+    corr = check_binary(correct, "correct")
+    if conf.shape != corr.shape:
+        raise ValueError(
+            f"confidence and correct must have the same length, got {conf.size} and {corr.size}"
+        )
+    return conf, corr
+
+
+def check_positive_int(value: int, name: str) -> None:
+    """Raise ValueError naming `name` unless `value` is an integer >= 1 (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def require_fitted(estimator: object, attribute: str, method: str) -> None:
+    """Raise sklearn's `NotFittedError` (a ValueError) if `estimator.fit` has not set `attribute` yet.
+
+    Args:
+        estimator: the object about to be used.
+        attribute: a fitted attribute (name ending in `_`) that `fit` always sets.
+        method: what was called, for the message (e.g. "predict").
+    """
+    if not hasattr(estimator, attribute):
+        name = type(estimator).__name__
+        raise NotFittedError(
+            f"{name} is not fitted yet: call {name}.fit(...) on held-out data (calibration or dev) "
+            f"before {method}(...)"
+        )
