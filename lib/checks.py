@@ -6,6 +6,9 @@
 * `correct`: 1-D array, shape (n,), of booleans or of 0/1 numbers: was the answer the
   system would give right?
 
+Scores that are not probabilities (cosine similarities, logistic-regression scores, 1 /
+perplexity) pass `check_scores` instead: any real numbers.
+
 The checks here turn those arguments into numpy arrays or raise a `ValueError` that names
 the faulty argument. `require_fitted` is the one not-fitted convention of the workbook, in
 the scikit-learn style: `fit` sets attributes whose names end in `_`, and using an object
@@ -19,6 +22,7 @@ from sklearn.exceptions import NotFittedError
 __all__ = [
     "check_confidence",
     "check_binary",
+    "check_scores",
     "check_confidence_correct",
     "check_positive_int",
     "require_fitted",
@@ -31,14 +35,7 @@ def check_confidence(confidence: object, name: str = "confidence") -> np.ndarray
     Raises ValueError naming `name` when the array is not 1-D, is empty, holds NaN/inf,
     or holds values outside [0, 1].
     """
-    try:
-        values = np.asarray(confidence, dtype=float)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} must be numbers in [0, 1]; could not convert: {error}") from None
-    if values.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of shape (n,), got shape {values.shape}")
-    if values.size == 0:
-        raise ValueError(f"{name} is empty: need at least one item")
+    values = check_scores(confidence, name, allow_nan=True)
     bad = ~np.isfinite(values)
     if bad.any():
         raise ValueError(
@@ -72,6 +69,25 @@ def check_binary(values: object, name: str = "correct") -> np.ndarray:
         i = int(np.argmax(not_binary))
         raise ValueError(f"{name} must hold only booleans or 0/1, but {name}[{i}] = {array[i].item()!r}")
     return array.astype(bool)
+
+
+def check_scores(values: object, name: str = "scores", *, allow_nan: bool = False) -> np.ndarray:
+    """Return `values` as a 1-D float array, shape (n,), n >= 1: any real numbers, higher = more confident.
+
+    Raises ValueError naming `name` when the values cannot be converted to numbers, are not
+    1-D, are empty, or hold NaN (unless `allow_nan`: some callers treat NaN as "never accepted").
+    """
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be numbers; could not convert: {error}") from None
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of shape (n,), got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"{name} is empty: need at least one item")
+    if not allow_nan and np.isnan(array).any():
+        raise ValueError(f"{name} holds NaN at index {int(np.argmax(np.isnan(array)))}; every item needs a score")
+    return array
 
 
 def check_confidence_correct(confidence: object, correct: object) -> tuple[np.ndarray, np.ndarray]:

@@ -15,17 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lib.checks import check_scores
 from lib.datasets import OUT_OF_SCOPE
-
-
-def _scores(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
-    """`values` as a float array of shape (n,), n >= 1, with no NaN."""
-    array = np.asarray(values, dtype=float)
-    if array.ndim != 1 or array.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D sequence of numbers, got shape {array.shape}")
-    if np.isnan(array).any():
-        raise ValueError(f"{name} holds NaN; every message needs a score")
-    return array
 
 
 def keep_threshold(in_scope_scores: Sequence[float] | np.ndarray, keep: float = 0.95) -> float:
@@ -37,7 +28,7 @@ def keep_threshold(in_scope_scores: Sequence[float] | np.ndarray, keep: float = 
     """
     if not 0.0 < keep <= 1.0:
         raise ValueError(f"keep must be in (0, 1], got {keep}")
-    return float(np.quantile(_scores(in_scope_scores, "in_scope_scores"), 1.0 - keep))
+    return float(np.quantile(check_scores(in_scope_scores, "in_scope_scores"), 1.0 - keep))
 
 
 def decide_scope(predictions: Sequence[str], scores: Sequence[float] | np.ndarray, threshold: float) -> np.ndarray:
@@ -46,7 +37,7 @@ def decide_scope(predictions: Sequence[str], scores: Sequence[float] | np.ndarra
     `predictions`: shape (n,), the intent each message was given; `scores`: shape (n,), the
     in-scope score of each message. Returns an object array of shape (n,).
     """
-    values = _scores(scores, "scores")
+    values = check_scores(scores, "scores")
     decided = np.asarray(predictions, dtype=object)
     if decided.shape != values.shape:
         raise ValueError(f"predictions and scores must have the same length, got {decided.shape} and {values.shape}")

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from lib.checks import check_binary, check_confidence_correct, check_positive_int
+from lib.checks import check_binary, check_confidence_correct, check_positive_int, check_scores
 
 __all__ = [
     "threshold_curve",
@@ -53,12 +53,7 @@ class UnreachableTargetWarning(UserWarning):
 
 def _scores_correct(scores: object, correct: object) -> tuple[np.ndarray, np.ndarray]:
     """`scores` as a 1-D float array (any real value, NaN allowed) and `correct` as booleans of the same length."""
-    try:
-        values = np.asarray(scores, dtype=float)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"scores must be numbers; could not convert: {error}") from None
-    if values.ndim != 1:
-        raise ValueError(f"scores must be a 1-D array of shape (n,), got shape {values.shape}")
+    values = check_scores(scores, "scores", allow_nan=True)
     corr = check_binary(correct, "correct")
     if corr.shape != values.shape:
         raise ValueError(f"scores and correct must have the same length, got {values.size} and {corr.size}")

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from lib.checks import check_binary, check_confidence, check_confidence_correct, check_positive_int, require_fitted
+from lib.checks import (check_binary, check_confidence, check_confidence_correct, check_positive_int, check_scores,
+                        require_fitted)
 
 
 def test_check_confidence_returns_a_float_array():
@@ -83,3 +84,23 @@ def test_require_fitted_raises_sklearns_error_until_the_attribute_exists():
         require_fitted(thing, "value_", "predict")
     require_fitted(thing.fit(), "value_", "predict")
     assert issubclass(NotFittedError, ValueError)
+
+
+def test_check_scores_takes_any_real_numbers():
+    values = check_scores([-0.3, 0.0, 2.5], "similarity")
+    assert values.dtype == float and values.tolist() == [-0.3, 0.0, 2.5]
+
+
+@pytest.mark.parametrize("values, message", [
+    ([], "similarity is empty"),
+    ([[0.1, 0.2]], "1-D"),
+    (["high"], "must be numbers"),
+    ([0.1, float("nan")], "NaN at index 1"),
+])
+def test_check_scores_refuses_bad_input_naming_the_argument(values, message):
+    with pytest.raises(ValueError, match=message):
+        check_scores(values, "similarity")
+
+
+def test_check_scores_lets_nan_through_when_asked():
+    assert np.isnan(check_scores([0.5, float("nan")], allow_nan=True)[1])
