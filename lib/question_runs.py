@@ -42,13 +42,16 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pandas as pd
 
 from lib.hashing import fingerprint
 from lib.llm import TokenLogprob
 from lib.runs import RESULTS_DIR, load_item_run, run_items
+
+if TYPE_CHECKING:
+    from lib.datasets import LabelGroups
 
 HANDBOOK = "handbook-short-answers"
 FULL_LIST = "banking77-full-list-replies"
@@ -278,7 +281,7 @@ def _grammar_vs_free(llm: Any, results_dir: Path):
     return items, compute, settings
 
 
-def code_routing_prompt(label_groups: Any) -> str:
+def code_routing_prompt(label_groups: LabelGroups) -> str:
     """Notebook 05's system prompt: every BANKING77 intent under its two-letter code ("C-F"), grouped.
 
     The same for every message, so the model reads it once and keeps it in its cache.
