@@ -290,7 +290,7 @@ def code_routing_prompt(label_groups: LabelGroups) -> str:
 
     codes = assign_codes(label_groups.groups)
     lines = []
-    for group_letter, (group, group_labels) in zip(letters(len(label_groups.groups)), label_groups.groups.items()):
+    for group_letter, group in zip(letters(len(label_groups.groups)), label_groups.groups):
         lines.append(f"{group_letter} = {group}: {label_groups.group_descriptions[group]}")
         lines += [f"  {code} {label}" for code, label in codes.items() if code[0] == group_letter]
     return ("You route messages from a bank's customers to an intent. Each intent has a code: group "
