@@ -11,11 +11,33 @@ import httpx
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-# `make test` runs two pytest-xdist workers, each a process with its own model: one llama.cpp
-# thread each, so two workers on two cores do not make llama.cpp's spinning threads wait for
-# each other. WORKBOOK_THREADS set by the caller wins.
+# `make test` runs two pytest-xdist workers; the tests that load the model all run on one of them
+# (`pytest_collection_modifyitems`), with one llama.cpp thread, so the two workers on two cores do
+# not make llama.cpp's spinning threads wait for each other. WORKBOOK_THREADS set by the caller wins.
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     os.environ.setdefault("WORKBOOK_THREADS", "1")
+
+
+MODEL_FIXTURES = frozenset({"embedded", "server_url"})
+MODEL_MODULES = frozenset({"test_llm.py", "test_reliability_model.py"})
+"""Test files that also load a model of their own, outside the fixtures."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups for `--dist loadgroup` (`make test`): the tests that load the model, on one worker.
+
+    The `embedded` and `server_url` fixtures are per worker process, so tests that need them on
+    two workers would load the model twice and start two servers on two cores. Every test that
+    uses either fixture, or sits in a file that loads a model itself, joins the group "model";
+    every cell of a notebook (nbval) joins its notebook's group, since a notebook runs in one
+    kernel. Other tests are spread one by one. Runs before pytest-xdist reads the groups.
+    """
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+        elif MODEL_FIXTURES & set(item.fixturenames) or item.path.name in MODEL_MODULES:
+            item.add_marker(pytest.mark.xdist_group("model"))
 
 
 @pytest.fixture(scope="session")
