@@ -12,7 +12,7 @@ run: setup            ## execute every notebook live against the embedded model 
 
 # Two workers; the tests that load the model share one of them (tests/conftest.py groups them),
 # and each notebook's cells stay on one worker.
-TEST := WORKBOOK_MODE=replay $(PY) -m pytest -n 2 --dist loadgroup tests --nbval notebooks -p no:cacheprovider
+TEST := WORKBOOK_MODE=replay $(PY) -m pytest -n 2 --dist loadscope tests --nbval notebooks -p no:cacheprovider
 
 test: setup           ## unit tests of lib + nbval on every notebook in replay mode, without the tests marked slow
 	$(TEST) -m "not slow"

@@ -34,7 +34,7 @@ INSTALL_TARGET = 10 * 60.0  # seconds, a fresh install (packages and model)
 INSTALL_TIMES = REPO / ".venv" / ".install-times"
 RECORDINGS = REPO / "data" / "recordings"
 # `make test` without its setup step: the same command the Makefile runs.
-TEST_COMMAND = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "tests", "--nbval", "notebooks",
+TEST_COMMAND = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadscope", "tests", "--nbval", "notebooks",
                 "-p", "no:cacheprovider", "-q", "-m", "not slow"]
 PARTS = ("notebooks", "test", "install")
 
