@@ -35,7 +35,7 @@ INSTALL_TIMES = REPO / ".venv" / ".install-times"
 RECORDINGS = REPO / "data" / "recordings"
 # `make test` without its setup step: the same command the Makefile runs.
 TEST_COMMAND = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadscope", "tests", "--nbval", "notebooks",
-                "-p", "no:cacheprovider", "-q"]
+                "-p", "no:cacheprovider", "-q", "-m", "not slow"]
 PARTS = ("notebooks", "test", "install")
 
 

@@ -46,6 +46,7 @@ def _check(decision, labels):
         assert sum(step.probs) == pytest.approx(1.0, abs=1e-4)
 
 
+@pytest.mark.slow  # reads the 77-intent full-list prompt on the embedded model: minutes on one thread
 def test_full_list_always_returns_a_valid_label(embedded, groups):
     labels = {label for group in groups.groups.values() for label in group}
     decider = FullListDecider(embedded, groups)
@@ -57,6 +58,7 @@ def test_full_list_always_returns_a_valid_label(embedded, groups):
                                                     rel=1e-4)
 
 
+@pytest.mark.slow  # the full-list prompt again, twice (exact and generated)
 def test_full_list_generated_path_agrees_on_the_code(embedded, groups):
     """The grammar path (what a server does) picks the same code for a plain message."""
     text = "I still have not received my new card, where is it?"
@@ -66,6 +68,7 @@ def test_full_list_generated_path_agrees_on_the_code(embedded, groups):
     assert generated.details["p_group"] == pytest.approx(exact.details["p_group"], abs=0.02)
 
 
+@pytest.mark.slow  # three messages, two orderings and their content-free calibration each, on the embedded model
 def test_shortlist_always_returns_a_valid_label(embedded, groups, retriever):
     decider = ShortlistDecider(embedded, retriever, groups, k=4, none_option=True, n_orders=2, n_examples=1)
     for text in ADVERSARIAL[1:4]:

@@ -96,6 +96,7 @@ def _label_probs(llm: EmbeddedLLM, messages) -> dict[str, float]:
     return llm.next_token_logprobs(messages, top_k=0, score_tokens=["A", "B"]).scores
 
 
+@pytest.mark.slow  # loads a second model of its own
 def test_same_request_same_numbers_whatever_ran_before() -> None:
     """The cache-state test: first, second, after another system prompt, after another message."""
     llm = EmbeddedLLM(n_ctx=1024)

@@ -12,7 +12,8 @@ from lib.decisions import ShortlistDecider
 from lib.datasets import banking77_pool, load_label_groups
 from lib.indexes import IntentRetriever
 from lib.llm import CapabilityError, TokenLogprob
-from lib.question_runs import RUNS, CallTimer, decode_tokens, encode_tokens, short_answer_questions
+from lib.question_runs import (INJECTION, RUNS, CallTimer, code_routing_prompt, decode_tokens, encode_tokens,
+                               injection_items, short_answer_questions)
 from lib.runs import load_item_run, run_items
 from lib.selective import auroc
 from lib.semantic_entropy import auroc_difference, sample_answers
@@ -177,3 +178,16 @@ def test_reply_kind_tells_listed_labels_from_invented_ones():
 
 def test_every_saved_run_names_the_notebooks_it_serves():
     assert RUNS["banking77-grammar-vs-free"].recordings == ("05-grammars",)
+
+
+def test_notebook_05_runs_replay_its_recordings_and_decide_each_message_both_ways():
+    for name in ("banking77-routed-codes", "banking77-injection", "clinc150-injection"):
+        assert RUNS[name].recordings == ("05-grammars",)
+    for task, n in (("banking77", 6), ("clinc150", 5)):
+        items = injection_items(task)
+        assert len(items) == 2 * n and [item["version"] for item in items[:2]] == ["as sent", "injected"]
+        assert all(b["message"] == f"{a['text']} {INJECTION}" and a["message"] == a["text"] == b["text"]
+                   for a, b in zip(items[::2], items[1::2]))
+        assert not any("exchange" in item["label"] or item["label"] == "oos" for item in items)
+    prompt = code_routing_prompt(load_label_groups("banking77"))
+    assert prompt.count("\n  ") == 77 and "\n  C-F top_up_by_card_charge\n" in prompt

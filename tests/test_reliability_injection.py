@@ -75,6 +75,7 @@ def test_control_text_the_neutraliser_misses_is_still_plain_text(embedded):
     assert ids[len(ids) - len(plain) - 5: len(ids) - 5] == plain  # then <|im_end|> \n <|im_start|> assistant \n
 
 
+@pytest.mark.slow  # reads the 77-intent full-list prompt on the embedded model: minutes on one thread
 def test_full_list_decision_ignores_injected_template_tokens(embedded):
     """The issue's case: the full-list BANKING77 decider flipped to the injected label at 0.987."""
     from lib.decisions import FullListDecider
