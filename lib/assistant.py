@@ -459,19 +459,31 @@ class Assistant:
 
     # -- evidence
 
-    def run(self, question: str) -> Trace:
-        """Take one question through the pipeline (model calls only if both gates pass)."""
-        return self.run_many([question])[0]
+    def run(self, question: str, *, answer_past_boundary: bool = False) -> Trace:
+        """Take one question through the pipeline (model calls only if both gates pass).
 
-    def run_many(self, questions: Sequence[str] | pd.DataFrame) -> list[Trace]:
+        With `answer_past_boundary` the model also answers (and is probed) when only the
+        boundary passed: the decision still follows the gates, but the trace carries the
+        answer and P(yes) a fit on dev needs over the whole range of retrieval scores.
+        """
+        return self.run_many([question], answer_past_boundary=answer_past_boundary)[0]
+
+    def run_many(self, questions: Sequence[str] | pd.DataFrame, *,
+                 answer_past_boundary: bool = False) -> list[Trace]:
         """`run` for many questions; the gates are computed in one batch."""
         texts = questions["question"].tolist() if isinstance(questions, pd.DataFrame) else list(questions)
         verdicts = R.route_many(texts, self.boundary_gate, self.retrieval_gate, index=self.index,
                                 example_questions=self.example_questions, embed=self.embed,
                                 n_sources=self.n_sources)
-        return [self._run_one(v) for v in verdicts]
+        return [self._run_one(v, answer_past_boundary) for v in verdicts]
 
-    def _run_one(self, verdict: R.RoutingVerdict) -> Trace:
+    def shown_sections(self, verdict: R.RoutingVerdict) -> dict[str, str]:
+        """The sections the model is shown for a routed question, in retrieval order: the
+        verdict's sources, or the best `n_sources` ranked sections when the retrieval gate failed."""
+        ids = verdict.sources or tuple(sid for sid, _ in verdict.ranked_sections[: self.n_sources])
+        return {sid: self.sections[sid] for sid in ids}
+
+    def _run_one(self, verdict: R.RoutingVerdict, answer_past_boundary: bool = False) -> Trace:
         boundary = Step("boundary", verdict.failed_gate != "boundary",
                         {"best similarity": verdict.boundary_score, "threshold": verdict.boundary_threshold},
                         "like the in-scope examples" if verdict.failed_gate != "boundary" else "unlike every in-scope example")
@@ -484,8 +496,8 @@ class Assistant:
         offered = verdict.ranked_sections[: self.n_offer]
         grounding: GroundingResult | None = None
         probe: Answerability | None = None
-        if verdict.failed_gate is None:
-            shown = {sid: self.sections[sid] for sid in verdict.sources}
+        if verdict.failed_gate is None or (answer_past_boundary and verdict.failed_gate != "boundary"):
+            shown = self.shown_sections(verdict)
             grounding = grounded_answer(self.llm, verdict.question, shown, max_tokens=self.max_tokens)
             verified = quotes_verified(grounding)
             n_quotes = len(grounding.verdicts)

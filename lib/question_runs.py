@@ -57,7 +57,7 @@ N_FULL_LIST, FULL_LIST_SEED = 24, 6
 N_LETTERS_NAMES, LETTERS_NAMES_SEED = 20, 11
 N_GRAMMAR_VS_FREE, GRAMMAR_VS_FREE_SEED, FREE_MAX_TOKENS = 200, 12, 24
 ASSISTANT_SETTINGS = {"n_sources": 2, "n_offer": 3, "max_tokens": 200, "boundary_target": 0.95,
-                      "retrieval_target": 0.90, "ask_target": 0.7, "n_dev_fit": 8, "dev_fit_seed": 0,
+                      "retrieval_target": 0.90, "ask_target": 0.7, "dev_fit": "past the boundary", "dev_fit_seed": 0,
                       "answerability_targets": [0.95, 0.9, 0.8]}
 """The assistant of notebook 13: sections shown, headings offered, answer budget, the dev targets."""
 
@@ -301,7 +301,13 @@ class AssistantSetup:
 
 
 def build_assistant(llm: Any) -> AssistantSetup:
-    """Fit the three gates on dev and build the assistant exactly as notebook 13 does (threshold not fitted)."""
+    """Fit the three gates on dev and build the assistant exactly as notebook 13 does (threshold not fitted).
+
+    `dev_fit` holds every dev question that passes the boundary, in a seeded random order
+    (so any first part of it is a random sample): the saved dev run answers each of them
+    whatever the retrieval gate says, so that P(yes) and the retrieval scores can be fitted
+    together over their whole range.
+    """
     from lib import assistant as A
     from lib import retrieval as R
     from lib.datasets import load_corpus, load_questions, load_scope_examples
@@ -319,8 +325,8 @@ def build_assistant(llm: Any) -> AssistantSetup:
                             embed=llm.embed, boundary_gate=boundary, retrieval_gate=retrieval, ask_gate=ask,
                             n_sources=s["n_sources"], n_offer=s["n_offer"], max_tokens=s["max_tokens"])
     routes = R.route_many(dev["question"], boundary, retrieval, **gate_args)
-    passed = dev[[v.failed_gate is None for v in routes]]
-    dev_fit = passed.sample(s["n_dev_fit"], random_state=s["dev_fit_seed"]).sort_values("id")
+    inside = dev[[v.failed_gate != "boundary" for v in routes]]
+    dev_fit = inside.sample(frac=1.0, random_state=s["dev_fit_seed"])
     return AssistantSetup(assistant, dev, test, dev_fit)
 
 
@@ -362,6 +368,8 @@ def trace_row(trace: Any, question: Any, seconds: float) -> dict[str, Any]:
             "reached_model": grounding is not None, "valid_answer": grounding is not None and grounding.ok,
             "quotes": len(grounding.verdicts) if grounding is not None else 0,
             "verified": A.quotes_verified(grounding),
+            "failed_gate": trace.routing.failed_gate, "top_score": trace.routing.top_score,
+            "margin": trace.routing.margin,
             "p_yes": probe.probability if probe is not None else None,
             "off_label_mass": probe.off_label_mass if probe is not None else None,
             "answer_perplexity": trace.answer_perplexity,
@@ -370,10 +378,10 @@ def trace_row(trace: Any, question: Any, seconds: float) -> dict[str, Any]:
             "seconds": seconds, "trace": trace.render()}
 
 
-def _assistant_runner(setup: AssistantSetup, timer: CallTimer):
+def _assistant_runner(setup: AssistantSetup, timer: CallTimer, answer_past_boundary: bool = False):
     def compute(i: int, question: Any) -> dict[str, Any]:
         start = timer.seconds
-        trace = setup.assistant.run(question.question)
+        trace = setup.assistant.run(question.question, answer_past_boundary=answer_past_boundary)
         return trace_row(trace, question, timer.seconds - start)
 
     return compute
@@ -394,7 +402,7 @@ def _assistant_dev(llm: Any, results_dir: Path):
     setup.assistant.llm = timer
     items = list(setup.dev_fit.itertuples())
     settings = {**_gate_settings(setup), "grounding": GROUNDING_SYSTEM_PROMPT, "questions": [q.id for q in items]}
-    return items, _assistant_runner(setup, timer), settings
+    return items, _assistant_runner(setup, timer, answer_past_boundary=True), settings
 
 
 def _assistant_test(llm: Any, results_dir: Path):
