@@ -11,7 +11,10 @@ A question goes through four steps, cheapest first, and the first one that fails
    close -> HAND_OVER.
 3. **grounded answer** (`lib.grounding.grounded_answer`): the model answers from the
    best sections with quotes, and code verifies every quote (`lib.quotes`). An answer
-   without quotes, or with any quote that is not in the sections -> HAND_OVER.
+   without quotes, or with any quote that is not in the sections -> HAND_OVER. Each quote
+   is then a citation, numbered [1], [2] by the order the sections were shown
+   (`lib.citations`); a citation of a section that was not shown, or whose quote is not in
+   the section it cites -> HAND_OVER.
 4. **answerability** (`answerability_probability`): the model is asked "Does the context
    contain the answer to the question?" and its next-token probabilities of "yes" and
    "no" are renormalised (`lib.logprobs.renormalize`) into P(yes). P(yes) >= the fitted
@@ -28,9 +31,12 @@ So the decision rules are:
 - out of scope at the boundary -> OUT_OF_SCOPE;
 - retrieval gate fails -> ASK (offer the top sections' headings) if the top score clears
   the ask threshold, else HAND_OVER (nothing is close);
-- answer with every quote verified and answerability >= threshold -> ACT (answer), unless its
-  perplexity is above `perplexity_ceiling` (infinite unless fitted) -> ASK;
+- answer with every quote verified, every citation valid and answerability >= threshold -> ACT
+  (the answer with its citations), unless its perplexity is above `perplexity_ceiling` (infinite
+  unless fitted) -> ASK;
 - otherwise -> HAND_OVER.
+
+Every reply other than ACT starts with `lib.citations.FALLBACK_BANNER` and cites nothing.
 
 Every threshold is fitted on the dev questions, never on test: the two gates with
 `fit_gates` (the same fitting as notebook 02), the ask threshold with `fit_ask_gate`, and
@@ -58,6 +64,7 @@ import numpy as np
 import pandas as pd
 
 from lib import retrieval as R
+from lib.citations import CitedAnswer, cite, fallback_reply
 from lib.grounding import DEFAULT_MAX_TOKENS, GroundingResult, grounded_answer, grounding_messages
 from lib.llm import LLM, Completion, Message
 from lib.logprobs import perplexity, renormalize
@@ -340,7 +347,8 @@ class Trace:
     question got that far (see `Assistant.decide`). `reply` is what the user would see.
     `routing` holds the gate numbers (`lib.retrieval.RoutingVerdict`), `offered` the
     (section id, heading) pairs an ASK offers, `grounding` the grounded answer with its
-    quote verdicts (None if not asked), `answerability` the probe (None if not asked).
+    quote verdicts (None if not asked), `answerability` the probe (None if not asked),
+    `shown_sections` the ids of the sections the model was shown, in order (what [1], [2] number).
     """
 
     question: str
@@ -352,11 +360,19 @@ class Trace:
     offered: tuple[tuple[str, str], ...] = ()
     grounding: GroundingResult | None = None
     answerability: Answerability | None = None
+    shown_sections: tuple[str, ...] = ()
 
     @property
     def answer(self) -> str | None:
         """The grounded answer's text, if the model produced one."""
         return self.grounding.answer.answer if self.grounding is not None and self.grounding.ok else None
+
+    @property
+    def citations(self) -> CitedAnswer | None:
+        """The answer with its quotes as numbered citations of the sections shown (`lib.citations.cite`), if any answer."""
+        if self.answer is None:
+            return None
+        return cite(self.answer, self.grounding.verdicts, self.shown_sections)
 
     @property
     def answer_perplexity(self) -> float | None:
@@ -376,7 +392,7 @@ class Trace:
         return self.decision.value if self.decision else PENDING
 
     def step(self, name: str) -> Step:
-        """The step called `name` ("boundary", "retrieval", "grounded answer" or "answerability")."""
+        """The step called `name` ("boundary", "retrieval", "grounded answer", "citations" or "answerability")."""
         for s in self.steps:
             if s.name == name:
                 return s
@@ -390,6 +406,8 @@ class Trace:
             lines.append(f"  [{s.verdict:^7}] {s.name:<16} {numbers}" + (f"  ({s.note})" if s.note else ""))
             if s.name == "grounded answer" and self.grounding is not None and self.grounding.ok:
                 lines.extend("      " + line for line in render_verdicts(self.grounding.verdicts).splitlines())
+            if s.name == "citations" and self.citations is not None:
+                lines.extend(f"      {problem}" for problem in self.citations.problems)
         lines.append(f"  => {self.decision_name} ({self.why}): {self.reply}")
         return "\n".join(lines)
 
@@ -512,8 +530,16 @@ class Assistant:
         else:
             grounded = Step("grounded answer", None, {}, "not asked: a gate failed")
         trace = Trace(verdict.question, None, "", (boundary, retrieval, grounded), verdict,
-                      offered=offered, grounding=grounding, answerability=probe)
-        return self.decide(trace)
+                      offered=offered, grounding=grounding, answerability=probe,
+                      shown_sections=tuple(shown) if grounding is not None else ())
+        cited = trace.citations
+        if cited is None:
+            citations = Step("citations", None, {}, "no answer to cite")
+        else:
+            citations = Step("citations", cited.valid, {"citations": len(cited.citations), "valid": cited.n_valid},
+                             "every citation is a section shown, and its quote is in it" if cited.valid else
+                             "no citation" if not cited.citations else "a citation does not hold")
+        return self.decide(replace(trace, steps=(boundary, retrieval, grounded, citations)))
 
     # -- the decision
 
@@ -536,30 +562,31 @@ class Assistant:
                               {"P(yes)": probe.probability, "threshold": threshold, "off-label mass": probe.off_label_mass},
                               f'"{ANSWERABILITY_QUESTION}"' + (" (threshold not fitted yet)" if passed is None else "")))
         if v.failed_gate == "boundary":
-            decision, reply, why = Action.OUT_OF_SCOPE, OUT_OF_SCOPE_REPLY, "boundary failed"
+            decision, reply, why = Action.OUT_OF_SCOPE, fallback_reply(OUT_OF_SCOPE_REPLY), "boundary failed"
         elif v.failed_gate is not None:
             if v.top_score >= self.ask_gate.threshold:
                 headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
                 decision, why = Action.ASK, "retrieval unsure, but sections are close"
-                reply = f"I'm not sure which part of the documents you mean. Is your question about: {headings}?"
+                reply = fallback_reply(f"I'm not sure which part of the documents you mean. "
+                                       f"Is your question about: {headings}?")
             else:
-                decision, reply, why = Action.HAND_OVER, HAND_OVER_REPLY, "retrieval failed and nothing is close"
+                decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "retrieval failed and nothing is close"
         elif not quotes_verified(trace.grounding):
-            decision, reply, why = Action.HAND_OVER, HAND_OVER_REPLY, "quotes missing or not verified"
+            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "quotes missing or not verified"
+        elif not trace.citations.valid:
+            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "a citation does not hold"
         elif math.isnan(threshold):
             decision, reply, why = None, "(pending: fit the answerability threshold)", "threshold not fitted"
         elif (probe.probability >= threshold and trace.answer_perplexity is not None
               and trace.answer_perplexity > self.perplexity_ceiling):
             headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
             decision, why = Action.ASK, "answerable, but the answer's perplexity is above the ceiling"
-            reply = f"I'm not sure I have this right. Is your question about: {headings}?"
+            reply = fallback_reply(f"I'm not sure I have this right. Is your question about: {headings}?")
         elif probe.probability >= threshold:
-            g = trace.grounding
-            sources = ", ".join(dict.fromkeys(vd.found_in for vd in g.verdicts))
             decision, why = Action.ACT, "verified quotes and answerable"
-            reply = f"{g.answer.answer} (sources: {sources})"
+            reply = trace.citations.render()
         else:
-            decision, reply, why = Action.HAND_OVER, HAND_OVER_REPLY, "answerability below threshold"
+            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "answerability below threshold"
         return replace(trace, decision=decision, reply=reply, steps=tuple(steps), why=why)
 
 
