@@ -85,6 +85,7 @@ __all__ = [
     "fit_gates",
     "fit_ask_gate",
     "fit_answerability_threshold",
+    "SupportModel",
     "Assistant",
     "answer_is_right",
     "decision_table",
@@ -256,6 +257,85 @@ def fit_answerability_threshold(traces: Sequence["Trace | float"], correct: Sequ
                          "(none passed the gates with verified quotes)")
     scores, positive = zip(*rows)
     return R.fit_threshold(np.array(scores), np.array(positive), target_precision)
+
+
+@dataclass
+class SupportModel:
+    """The model's own "supported" flag combined with the retrieval scores into one probability that an answer is right.
+
+    The grounded-answer agent of *Agentic AI from Zero* (project 2) trusts an answer when its
+    retrieval score clears a fixed threshold and the model flags the answer as supported. Here
+    both are numbers: P(yes) from the answerability probe, and the top retrieval score and its
+    margin to the runner-up. A logistic regression (standardised features, scikit-learn's
+    default L2 penalty) maps the three to P(right), fitted on judged dev answers; the threshold
+    on P(right) is fitted on the same answers with `lib.retrieval.Gate` at `target_precision`.
+
+    With a `SupportModel` the assistant drops the fixed retrieval gate: past the boundary, a
+    question goes to the model when some P(yes) could still carry it over the threshold
+    (`could_accept`), and the answer is given when `accepts` says so.
+
+    Fitted attributes: `coef_` shape (3,) (per standard deviation of P(yes), top score,
+    margin), `intercept_`, `threshold_` and `reached_` (False when no threshold reached the
+    target on dev: the model then accepts nothing).
+    """
+
+    target_precision: float = 0.9
+    coef_: np.ndarray | None = None
+    intercept_: float = math.nan
+    threshold_: float = math.nan
+    reached_: bool = True
+    _model: Any = field(default=None, repr=False)
+
+    def fit(self, p_yes: Sequence[float], top_score: Sequence[float], margin: Sequence[float],
+            right: Sequence[bool]) -> "SupportModel":
+        """Fit on dev answers: each shape (n,), `right` True where the answer was judged right."""
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        features = self._features(p_yes, top_score, margin)
+        labels = np.asarray(right, dtype=bool)
+        if labels.shape != (len(features),) or not np.isfinite(features).all():
+            raise ValueError("SupportModel.fit: need finite features and one label per answer")
+        if len(set(labels.tolist())) < 2:
+            raise ValueError("SupportModel.fit: needs both right and wrong answers")
+        self._model = make_pipeline(StandardScaler(), LogisticRegression()).fit(features, labels)
+        scaler, regression = self._model[0], self._model[-1]
+        self.coef_ = regression.coef_[0].copy()
+        self.intercept_ = float(regression.intercept_[0])
+        gate = R.Gate(target_precision=self.target_precision).fit(self.probability(p_yes, top_score, margin), labels)
+        self.threshold_, self.reached_ = gate.threshold, gate.reached
+        return self
+
+    @staticmethod
+    def _features(p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+        return np.column_stack([np.asarray(x, dtype=float).reshape(-1) for x in (p_yes, top_score, margin)])
+
+    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+        """P(right), shape (n,); NaN where P(yes) is NaN (no probe: nothing to combine)."""
+        if self._model is None:
+            raise RuntimeError("SupportModel is not fitted: call fit on dev answers first")
+        features = self._features(p_yes, top_score, margin)
+        out = np.full(len(features), math.nan)
+        known = np.isfinite(features).all(axis=1)
+        if known.any():
+            out[known] = self._model.predict_proba(features[known])[:, 1]
+        return out
+
+    def accepts(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+        """Bool, shape (n,): P(right) >= the threshold (NaN never passes)."""
+        with np.errstate(invalid="ignore"):
+            return self.probability(p_yes, top_score, margin) >= self.threshold_
+
+    def could_accept(self, top_score: Any, margin: Any) -> np.ndarray:
+        """Bool, shape (n,): whether some P(yes) in [0, 1] would be accepted with these retrieval scores.
+
+        P(right) is monotone in P(yes), so its two ends decide; a question for which neither
+        end passes is not worth a model call.
+        """
+        top, gap = np.asarray(top_score, dtype=float).reshape(-1), np.asarray(margin, dtype=float).reshape(-1)
+        ends = [self.accepts(np.full(len(top), end), top, gap) for end in (0.0, 1.0)]
+        return ends[0] | ends[1]
 
 
 _ANSWER_KEY = re.compile(r'"answer"\s*:\s*"')
@@ -450,6 +530,9 @@ class Assistant:
         perplexity_ceiling: fitted on dev (`fit_perplexity_ceiling`): an answer whose perplexity
             is above it -> ASK instead of ACT. Infinite (never used) unless set; an answer
             without tokens is never turned into ASK.
+        support: a fitted `SupportModel`; when set it replaces the retrieval gate (a question
+            past the boundary goes to the model when `could_accept`) and the answerability
+            threshold (ACT when `accepts`).
     """
 
     llm: LLM
@@ -465,6 +548,7 @@ class Assistant:
     n_offer: int = 3
     max_tokens: int = DEFAULT_MAX_TOKENS
     perplexity_ceiling: float = math.inf
+    support: SupportModel | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.example_questions, (list, tuple)):
@@ -501,12 +585,21 @@ class Assistant:
         ids = verdict.sources or tuple(sid for sid, _ in verdict.ranked_sections[: self.n_sources])
         return {sid: self.sections[sid] for sid in ids}
 
+    def retrieval_passes(self, verdict: R.RoutingVerdict) -> bool:
+        """Whether the retrieval step lets a question past the boundary go to the model: the
+        retrieval gate, or with a `support` model, whether some P(yes) could be accepted."""
+        if verdict.failed_gate == "boundary":
+            return False
+        if self.support is None:
+            return verdict.failed_gate is None
+        return bool(self.support.could_accept(verdict.top_score, verdict.margin)[0])
+
     def _run_one(self, verdict: R.RoutingVerdict, answer_past_boundary: bool = False) -> Trace:
         boundary = Step("boundary", verdict.failed_gate != "boundary",
                         {"best similarity": verdict.boundary_score, "threshold": verdict.boundary_threshold},
                         "like the in-scope examples" if verdict.failed_gate != "boundary" else "unlike every in-scope example")
         retrieval_ran = verdict.failed_gate != "boundary"
-        retrieval = Step("retrieval", (verdict.failed_gate is None) if retrieval_ran else None,
+        retrieval = Step("retrieval", self.retrieval_passes(verdict) if retrieval_ran else None,
                          {"top": verdict.top_score, "top threshold": verdict.score_threshold,
                           "margin": verdict.margin, "margin threshold": verdict.margin_threshold,
                           "ask threshold": self.ask_gate.threshold},
@@ -514,7 +607,7 @@ class Assistant:
         offered = verdict.ranked_sections[: self.n_offer]
         grounding: GroundingResult | None = None
         probe: Answerability | None = None
-        if verdict.failed_gate is None or (answer_past_boundary and verdict.failed_gate != "boundary"):
+        if self.retrieval_passes(verdict) or (answer_past_boundary and verdict.failed_gate != "boundary"):
             shown = self.shown_sections(verdict)
             grounding = grounded_answer(self.llm, verdict.question, shown, max_tokens=self.max_tokens)
             verified = quotes_verified(grounding)
@@ -552,18 +645,26 @@ class Assistant:
         """
         v = trace.routing
         steps = [s for s in trace.steps if s.name != "answerability"]
-        threshold = self.answerability_threshold
+        threshold = self.answerability_threshold if self.support is None else self.support.threshold_
         probe = trace.answerability
+        accepted = False
         if probe is None:
             steps.append(Step("answerability", None, {}, "not asked: an earlier step decided"))
-        else:
+        elif self.support is None:
             passed = None if math.isnan(threshold) else bool(probe.probability >= threshold)
+            accepted = bool(passed)
             steps.append(Step("answerability", passed,
                               {"P(yes)": probe.probability, "threshold": threshold, "off-label mass": probe.off_label_mass},
                               f'"{ANSWERABILITY_QUESTION}"' + (" (threshold not fitted yet)" if passed is None else "")))
+        else:
+            p_right = float(self.support.probability(probe.probability, v.top_score, v.margin)[0])
+            accepted = bool(p_right >= threshold)
+            steps.append(Step("answerability", accepted,
+                              {"P(yes)": probe.probability, "P(right)": p_right, "threshold": threshold},
+                              "P(right) from P(yes), the top score and the margin (support model)"))
         if v.failed_gate == "boundary":
             decision, reply, why = Action.OUT_OF_SCOPE, fallback_reply(OUT_OF_SCOPE_REPLY), "boundary failed"
-        elif v.failed_gate is not None:
+        elif not self.retrieval_passes(v):
             if v.top_score >= self.ask_gate.threshold:
                 headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
                 decision, why = Action.ASK, "retrieval unsure, but sections are close"
@@ -577,12 +678,11 @@ class Assistant:
             decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "a citation does not hold"
         elif math.isnan(threshold):
             decision, reply, why = None, "(pending: fit the answerability threshold)", "threshold not fitted"
-        elif (probe.probability >= threshold and trace.answer_perplexity is not None
-              and trace.answer_perplexity > self.perplexity_ceiling):
+        elif accepted and trace.answer_perplexity is not None and trace.answer_perplexity > self.perplexity_ceiling:
             headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
             decision, why = Action.ASK, "answerable, but the answer's perplexity is above the ceiling"
             reply = fallback_reply(f"I'm not sure I have this right. Is your question about: {headings}?")
-        elif probe.probability >= threshold:
+        elif accepted:
             decision, why = Action.ACT, "verified quotes and answerable"
             reply = trace.citations.render()
         else:

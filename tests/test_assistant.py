@@ -19,6 +19,7 @@ from lib.assistant import (
     ANSWERABILITY_QUESTION,
     ANSWERABILITY_SYSTEM_PROMPT,
     Assistant,
+    SupportModel,
     answer_field_logprobs,
     answer_is_right,
     answerability_messages,
@@ -391,3 +392,45 @@ def test_answer_past_boundary_asks_the_model_but_the_gates_still_decide(index):
     assert trace.decision is Action.ASK and trace.answerability.probability == pytest.approx(0.9)
     assert trace.shown_sections == ("handbook/qualifying-exam", "handbook/thesis-committee")
     assert len(llm.chats) == 1 and not make_assistant(index, FakeLLM()).run(OUT_Q, answer_past_boundary=True).grounding
+
+
+def support_data():
+    rng = np.random.default_rng(0)
+    p_yes, top, margin = rng.uniform(0, 1, 200), rng.uniform(0.2, 0.7, 200), rng.uniform(0, 0.2, 200)
+    right = rng.uniform(0, 1, 200) < 1 / (1 + np.exp(-(6 * (p_yes - 0.5) + 10 * (top - 0.45))))
+    return p_yes, top, margin, right
+
+
+def test_support_model_combines_p_yes_with_the_retrieval_scores():
+    p_yes, top, margin, right = support_data()
+    support = SupportModel(target_precision=0.9).fit(p_yes, top, margin, right)
+    assert support.coef_.shape == (3,) and support.coef_[0] > 0 and support.coef_[1] > 0 and support.reached_
+    chance = support.probability(p_yes, top, margin)
+    assert chance.shape == (200,) and ((chance > 0) & (chance < 1)).all()
+    assert right[support.accepts(p_yes, top, margin)].mean() >= 0.9
+    assert np.isnan(support.probability([np.nan], [0.5], [0.1])[0]) and not support.accepts([np.nan], [0.5], [0.1])[0]
+    # Could some P(yes) carry it? Exactly when P(yes) = 1 does (P(right) rises with P(yes)).
+    could = support.could_accept(top, margin)
+    assert (could == support.accepts(np.ones(200), top, margin)).all() and could.any() and not could.all()
+
+
+def test_support_model_refuses_what_it_cannot_fit():
+    with pytest.raises(RuntimeError, match="not fitted"):
+        SupportModel().probability([0.5], [0.5], [0.1])
+    with pytest.raises(ValueError, match="both right and wrong"):
+        SupportModel().fit([0.5, 0.6], [0.5, 0.5], [0.1, 0.1], [True, True])
+
+
+def test_with_a_support_model_the_retrieval_gate_gives_way_to_it(index):
+    p_yes, top, margin, right = support_data()
+    support = SupportModel(target_precision=0.9).fit(p_yes, top, margin, right)
+    llm = FakeLLM([GOOD], p_yes=0.99)
+    assistant = make_assistant(index, llm)
+    assistant.support = support
+    asked, nothing = assistant.run_many([ASK_Q, NOTHING_Q])  # top 0.387 and 0.174: the fixed gate fails both
+    assert support.could_accept([0.387, 0.174], [0.129, 0.0]).tolist() == [True, False]
+    assert len(llm.chats) == 1 and asked.step("retrieval").verdict == "pass"
+    assert nothing.decision is Action.HAND_OVER and nothing.grounding is None
+    step = asked.step("answerability")
+    assert step.numbers["threshold"] == support.threshold_ and step.numbers["P(right)"] >= support.threshold_
+    assert asked.decision is Action.ACT and asked.reply.startswith("At least four members [2]")
