@@ -270,9 +270,9 @@ class SupportModel:
     default L2 penalty) maps the three to P(right), fitted on judged dev answers; the threshold
     on P(right) is fitted on the same answers with `lib.retrieval.Gate` at `target_precision`.
 
-    With a `SupportModel` the assistant drops the fixed retrieval gate: past the boundary, a
-    question goes to the model when some P(yes) could still carry it over the threshold
-    (`could_accept`), and the answer is given when `accepts` says so.
+    With a `SupportModel` the assistant's last step asks `accepts` instead of comparing P(yes)
+    with the answerability threshold; the gates before it are unchanged (replacing the fixed
+    retrieval gate too would send many more questions to the model, each a generation).
 
     Fitted attributes: `coef_` shape (3,) (per standard deviation of P(yes), top score,
     margin), `intercept_`, `threshold_` and `reached_` (False when no threshold reached the
@@ -326,16 +326,6 @@ class SupportModel:
         """Bool, shape (n,): P(right) >= the threshold (NaN never passes)."""
         with np.errstate(invalid="ignore"):
             return self.probability(p_yes, top_score, margin) >= self.threshold_
-
-    def could_accept(self, top_score: Any, margin: Any) -> np.ndarray:
-        """Bool, shape (n,): whether some P(yes) in [0, 1] would be accepted with these retrieval scores.
-
-        P(right) is monotone in P(yes), so its two ends decide; a question for which neither
-        end passes is not worth a model call.
-        """
-        top, gap = np.asarray(top_score, dtype=float).reshape(-1), np.asarray(margin, dtype=float).reshape(-1)
-        ends = [self.accepts(np.full(len(top), end), top, gap) for end in (0.0, 1.0)]
-        return ends[0] | ends[1]
 
 
 _ANSWER_KEY = re.compile(r'"answer"\s*:\s*"')
@@ -530,9 +520,8 @@ class Assistant:
         perplexity_ceiling: fitted on dev (`fit_perplexity_ceiling`): an answer whose perplexity
             is above it -> ASK instead of ACT. Infinite (never used) unless set; an answer
             without tokens is never turned into ASK.
-        support: a fitted `SupportModel`; when set it replaces the retrieval gate (a question
-            past the boundary goes to the model when `could_accept`) and the answerability
-            threshold (ACT when `accepts`).
+        support: a fitted `SupportModel`; when set, the last step accepts an answer when the
+            model's P(right) clears its threshold, in place of the answerability threshold.
     """
 
     llm: LLM
@@ -585,21 +574,12 @@ class Assistant:
         ids = verdict.sources or tuple(sid for sid, _ in verdict.ranked_sections[: self.n_sources])
         return {sid: self.sections[sid] for sid in ids}
 
-    def retrieval_passes(self, verdict: R.RoutingVerdict) -> bool:
-        """Whether the retrieval step lets a question past the boundary go to the model: the
-        retrieval gate, or with a `support` model, whether some P(yes) could be accepted."""
-        if verdict.failed_gate == "boundary":
-            return False
-        if self.support is None:
-            return verdict.failed_gate is None
-        return bool(self.support.could_accept(verdict.top_score, verdict.margin)[0])
-
     def _run_one(self, verdict: R.RoutingVerdict, answer_past_boundary: bool = False) -> Trace:
         boundary = Step("boundary", verdict.failed_gate != "boundary",
                         {"best similarity": verdict.boundary_score, "threshold": verdict.boundary_threshold},
                         "like the in-scope examples" if verdict.failed_gate != "boundary" else "unlike every in-scope example")
         retrieval_ran = verdict.failed_gate != "boundary"
-        retrieval = Step("retrieval", self.retrieval_passes(verdict) if retrieval_ran else None,
+        retrieval = Step("retrieval", (verdict.failed_gate is None) if retrieval_ran else None,
                          {"top": verdict.top_score, "top threshold": verdict.score_threshold,
                           "margin": verdict.margin, "margin threshold": verdict.margin_threshold,
                           "ask threshold": self.ask_gate.threshold},
@@ -607,7 +587,7 @@ class Assistant:
         offered = verdict.ranked_sections[: self.n_offer]
         grounding: GroundingResult | None = None
         probe: Answerability | None = None
-        if self.retrieval_passes(verdict) or (answer_past_boundary and verdict.failed_gate != "boundary"):
+        if verdict.failed_gate is None or (answer_past_boundary and verdict.failed_gate != "boundary"):
             shown = self.shown_sections(verdict)
             grounding = grounded_answer(self.llm, verdict.question, shown, max_tokens=self.max_tokens)
             verified = quotes_verified(grounding)
@@ -664,7 +644,7 @@ class Assistant:
                               "P(right) from P(yes), the top score and the margin (support model)"))
         if v.failed_gate == "boundary":
             decision, reply, why = Action.OUT_OF_SCOPE, fallback_reply(OUT_OF_SCOPE_REPLY), "boundary failed"
-        elif not self.retrieval_passes(v):
+        elif v.failed_gate is not None:
             if v.top_score >= self.ask_gate.threshold:
                 headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
                 decision, why = Action.ASK, "retrieval unsure, but sections are close"

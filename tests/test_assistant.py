@@ -409,9 +409,6 @@ def test_support_model_combines_p_yes_with_the_retrieval_scores():
     assert chance.shape == (200,) and ((chance > 0) & (chance < 1)).all()
     assert right[support.accepts(p_yes, top, margin)].mean() >= 0.9
     assert np.isnan(support.probability([np.nan], [0.5], [0.1])[0]) and not support.accepts([np.nan], [0.5], [0.1])[0]
-    # Could some P(yes) carry it? Exactly when P(yes) = 1 does (P(right) rises with P(yes)).
-    could = support.could_accept(top, margin)
-    assert (could == support.accepts(np.ones(200), top, margin)).all() and could.any() and not could.all()
 
 
 def test_support_model_refuses_what_it_cannot_fit():
@@ -421,16 +418,16 @@ def test_support_model_refuses_what_it_cannot_fit():
         SupportModel().fit([0.5, 0.6], [0.5, 0.5], [0.1, 0.1], [True, True])
 
 
-def test_with_a_support_model_the_retrieval_gate_gives_way_to_it(index):
+def test_with_a_support_model_the_last_step_asks_it_instead_of_the_threshold(index):
     p_yes, top, margin, right = support_data()
     support = SupportModel(target_precision=0.9).fit(p_yes, top, margin, right)
-    llm = FakeLLM([GOOD], p_yes=0.99)
-    assistant = make_assistant(index, llm)
-    assistant.support = support
-    asked, nothing = assistant.run_many([ASK_Q, NOTHING_Q])  # top 0.387 and 0.174: the fixed gate fails both
-    assert support.could_accept([0.387, 0.174], [0.129, 0.0]).tolist() == [True, False]
-    assert len(llm.chats) == 1 and asked.step("retrieval").verdict == "pass"
-    assert nothing.decision is Action.HAND_OVER and nothing.grounding is None
-    step = asked.step("answerability")
-    assert step.numbers["threshold"] == support.threshold_ and step.numbers["P(right)"] >= support.threshold_
-    assert asked.decision is Action.ACT and asked.reply.startswith("At least four members [2]")
+    # GROUNDED_Q has top 0.390 and margin 0.293: P(yes) 0.99 is accepted, 0.2 is not.
+    assert support.accepts([0.99, 0.2], [0.390, 0.390], [0.293, 0.293]).tolist() == [True, False]
+    for p, decision in ((0.99, Action.ACT), (0.2, Action.HAND_OVER)):
+        assistant = make_assistant(index, FakeLLM([GOOD], p_yes=p), threshold=0.0)
+        assistant.support = support
+        trace = assistant.run(GROUNDED_Q)
+        step = trace.step("answerability")
+        assert trace.decision is decision and step.numbers["threshold"] == support.threshold_
+        assert step.numbers["P(right)"] == pytest.approx(support.probability([p], [trace.routing.top_score], [trace.routing.margin])[0])
+    assert make_assistant(index, FakeLLM()).run(ASK_Q).decision is Action.ASK  # the gates still come first
