@@ -5,6 +5,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lib.assistant import decision_table, fit_answerability_threshold
@@ -176,3 +177,19 @@ def test_reply_kind_tells_listed_labels_from_invented_ones():
 
 def test_every_saved_run_names_the_notebooks_it_serves():
     assert RUNS["banking77-grammar-vs-free"].recordings == ("05-grammars",)
+
+
+def test_the_last_step_is_fitted_on_verified_judged_dev_answers_only():
+    from lib.question_runs import dev_answers, fit_support
+
+    rng = np.random.default_rng(1)
+    n = 40
+    rows = pd.DataFrame({"verified": rng.uniform(size=n) < 0.8, "p_yes": rng.uniform(size=n),
+                         "top_score": rng.uniform(0.3, 0.7, n), "margin": rng.uniform(0, 0.2, n)})
+    rows["right"] = pd.Series(rows["p_yes"] > 0.4, dtype=object)
+    rows.loc[[0, 1], "right"] = None
+    rows.loc[2, "p_yes"] = math.nan
+    kept = dev_answers(rows)
+    assert set(kept.index) == set(rows.index[rows["verified"]]) - {0, 1, 2}
+    support = fit_support(rows, 0.9)
+    assert support.target_precision == 0.9 and support.coef_[0] > 0 and support.reached_
