@@ -18,7 +18,9 @@ A question goes through four steps, cheapest first, and the first one that fails
 4. **answerability** (`answerability_probability`): the model is asked "Does the context
    contain the answer to the question?" and its next-token probabilities of "yes" and
    "no" are renormalised (`lib.logprobs.renormalize`) into P(yes). P(yes) >= the fitted
-   threshold -> ACT; below -> HAND_OVER.
+   threshold -> ACT; below -> HAND_OVER. With a `SupportModel` (`Assistant.support`), its
+   P(right) from P(yes), the top retrieval score and the margin is compared with its own
+   threshold instead.
 
 Every generated answer also carries its token confidence (`Trace.answer_perplexity`: the
 perplexity of the tokens that wrote the answer field, from the completion the model
@@ -300,7 +302,7 @@ class SupportModel:
         if len(set(labels.tolist())) < 2:
             raise ValueError("SupportModel.fit: needs both right and wrong answers")
         self._model = make_pipeline(StandardScaler(), LogisticRegression()).fit(features, labels)
-        scaler, regression = self._model[0], self._model[-1]
+        regression = self._model[-1]
         self.coef_ = regression.coef_[0].copy()
         self.intercept_ = float(regression.intercept_[0])
         gate = R.Gate(target_precision=self.target_precision).fit(self.probability(p_yes, top_score, margin), labels)
