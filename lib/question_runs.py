@@ -21,8 +21,8 @@ for the tables.
   does not answer it) with its best-retrieved section, answered with the grounded-answer
   prompt whatever the gates would say: how often the prompt's "say so" instruction alone is
   enough. Its answers are labelled by hand in data/corpus/silent_corpus_labels.jsonl.
-- `assistant-dev-fit` and `assistant-test` (13): the assembled assistant on a seeded random
-  sample of the dev questions past the boundary (`n_dev_fit` of them), each answered and probed whatever the retrieval gate says (to fit the
+- `assistant-dev-fit` and `assistant-test` (13): the assembled assistant on every dev question
+  past the boundary, each answered and probed whatever the retrieval gate says (to fit the
   answerability threshold and the `lib.assistant.SupportModel`), and on all 128 test
   questions: each decision with the numbers behind it, the citations' verdict, and the
   perplexity of every generated answer.
@@ -59,7 +59,7 @@ N_FULL_LIST, FULL_LIST_SEED = 24, 6
 N_LETTERS_NAMES, LETTERS_NAMES_SEED = 20, 11
 N_GRAMMAR_VS_FREE, GRAMMAR_VS_FREE_SEED, FREE_MAX_TOKENS = 200, 12, 24
 ASSISTANT_SETTINGS = {"n_sources": 2, "n_offer": 3, "max_tokens": 200, "boundary_target": 0.95,
-                      "retrieval_target": 0.90, "ask_target": 0.7, "dev_fit": "past the boundary", "dev_fit_seed": 0, "n_dev_fit": 80,
+                      "retrieval_target": 0.90, "ask_target": 0.7, "dev_fit": "past the boundary", "dev_fit_seed": 0,
                       "answerability_targets": [0.95, 0.9, 0.8]}
 """The assistant of notebook 13: sections shown, headings offered, answer budget, the dev targets."""
 
@@ -305,10 +305,9 @@ class AssistantSetup:
 def build_assistant(llm: Any) -> AssistantSetup:
     """Fit the three gates on dev and build the assistant exactly as notebook 13 does (threshold not fitted).
 
-    `dev_fit` holds the first `n_dev_fit` of the dev questions that pass the boundary, in a
-    seeded random order (so it is a random sample of them): the saved dev run answers each
-    whatever the retrieval gate says, so that P(yes) and the retrieval scores can be fitted
-    together over their whole range.
+    `dev_fit` holds every dev question that passes the boundary, in a seeded random order: the
+    saved dev run answers each of them whatever the retrieval gate says, so that P(yes) and
+    the retrieval scores can be fitted together over their whole range.
     """
     from lib import assistant as A
     from lib import retrieval as R
@@ -328,7 +327,7 @@ def build_assistant(llm: Any) -> AssistantSetup:
                             n_sources=s["n_sources"], n_offer=s["n_offer"], max_tokens=s["max_tokens"])
     routes = R.route_many(dev["question"], boundary, retrieval, **gate_args)
     inside = dev[[v.failed_gate != "boundary" for v in routes]]
-    dev_fit = inside.sample(frac=1.0, random_state=s["dev_fit_seed"]).iloc[: s["n_dev_fit"]]
+    dev_fit = inside.sample(frac=1.0, random_state=s["dev_fit_seed"])
     return AssistantSetup(assistant, dev, test, dev_fit)
 
 
