@@ -11,11 +11,16 @@ A question goes through four steps, cheapest first, and the first one that fails
    close -> HAND_OVER.
 3. **grounded answer** (`lib.grounding.grounded_answer`): the model answers from the
    best sections with quotes, and code verifies every quote (`lib.quotes`). An answer
-   without quotes, or with any quote that is not in the sections -> HAND_OVER.
+   without quotes, or with any quote that is not in the sections -> HAND_OVER. Each quote
+   is then a citation, numbered [1], [2] by the order the sections were shown
+   (`lib.citations`); a citation of a section that was not shown, or whose quote is not in
+   the section it cites -> HAND_OVER.
 4. **answerability** (`answerability_probability`): the model is asked "Does the context
    contain the answer to the question?" and its next-token probabilities of "yes" and
    "no" are renormalised (`lib.logprobs.renormalize`) into P(yes). P(yes) >= the fitted
-   threshold -> ACT; below -> HAND_OVER.
+   threshold -> ACT; below -> HAND_OVER. With a `SupportModel` (`Assistant.support`), its
+   P(right) from P(yes), the top retrieval score and the margin is compared with its own
+   threshold instead.
 
 Every generated answer also carries its token confidence (`Trace.answer_perplexity`: the
 perplexity of the tokens that wrote the answer field, from the completion the model
@@ -28,9 +33,12 @@ So the decision rules are:
 - out of scope at the boundary -> OUT_OF_SCOPE;
 - retrieval gate fails -> ASK (offer the top sections' headings) if the top score clears
   the ask threshold, else HAND_OVER (nothing is close);
-- answer with every quote verified and answerability >= threshold -> ACT (answer), unless its
-  perplexity is above `perplexity_ceiling` (infinite unless fitted) -> ASK;
+- answer with every quote verified, every citation valid and answerability >= threshold -> ACT
+  (the answer with its citations), unless its perplexity is above `perplexity_ceiling` (infinite
+  unless fitted) -> ASK;
 - otherwise -> HAND_OVER.
+
+Every reply other than ACT starts with `lib.citations.FALLBACK_BANNER` and cites nothing.
 
 Every threshold is fitted on the dev questions, never on test: the two gates with
 `fit_gates` (the same fitting as notebook 02), the ask threshold with `fit_ask_gate`, and
@@ -59,6 +67,9 @@ import pandas as pd
 from sklearn.exceptions import NotFittedError
 
 from lib import retrieval as R
+from lib.checks import require_fitted
+from lib.citations import CitedAnswer, cite, fallback_reply
+from lib.datasets import gold_section_ids
 from lib.grounding import DEFAULT_MAX_TOKENS, GroundingResult, grounded_answer, grounding_messages
 from lib.llm import LLM, Completion, Message
 from lib.logprobs import perplexity, renormalize
@@ -80,6 +91,7 @@ __all__ = [
     "fit_gates",
     "fit_ask_gate",
     "fit_answerability_threshold",
+    "SupportModel",
     "Assistant",
     "answer_is_right",
     "decision_table",
@@ -189,13 +201,6 @@ def fit_gates(
     return boundary_gate, retrieval_gate
 
 
-def _gold_ids(value: Any) -> list[str]:
-    """Gold section ids as a list (the column holds lists; a lone string or a missing value is tolerated)."""
-    if isinstance(value, str):
-        return [value]
-    return [] if value is None or (isinstance(value, float) and math.isnan(value)) else list(value)
-
-
 def fit_ask_gate(
     dev: pd.DataFrame,
     boundary_gate: R.Gate,
@@ -219,7 +224,7 @@ def fit_ask_gate(
         raise ValueError("fit_ask_gate: no dev question fails the retrieval gate after passing the boundary")
     subset = dev.iloc[rows]
     helps = [row.type == "answerable"
-             and bool(set(_gold_ids(row.section_ids)) & {s for s, _ in verdicts[i].ranked_sections[:n_offer]})
+             and bool(set(gold_section_ids(row.section_ids)) & {s for s, _ in verdicts[i].ranked_sections[:n_offer]})
              for i, row in zip(rows, subset.itertuples())]
     top = [verdicts[i].top_score for i in rows]
     return R.Gate(target_precision=target_precision).fit(top, helps)
@@ -247,6 +252,71 @@ def fit_answerability_threshold(traces: Sequence["Trace | float"], correct: Sequ
                          "(none passed the gates with verified quotes)")
     scores, positive = zip(*rows)
     return fit_threshold(np.array(scores), np.array(positive), target_precision)
+
+
+class SupportModel:
+    """The model's own "supported" flag combined with the retrieval scores into one probability that an answer is right.
+
+    The grounded-answer agent of *Agentic AI from Zero* (project 2) trusts an answer when its
+    retrieval score clears a fixed threshold and the model flags the answer as supported. Here
+    both are numbers: P(yes) from the answerability probe, and the top retrieval score and its
+    margin to the runner-up. A logistic regression (standardised features, scikit-learn's
+    default L2 penalty) maps the three to P(right), fitted on judged dev answers; the threshold
+    on P(right) is fitted on the same answers with `lib.selective.fit_threshold` at `target_precision`.
+
+    With a `SupportModel` the assistant's last step asks `accepts` instead of comparing P(yes)
+    with the answerability threshold; the gates before it are unchanged (replacing the fixed
+    retrieval gate too would send many more questions to the model, each a generation).
+
+    Fitted attributes: `coef_` shape (3,) (per standard deviation of P(yes), top score,
+    margin), `intercept_`, `threshold_` and `reached_` (False when no threshold reached the
+    target on dev: the model then accepts nothing). Used before `fit`, it raises sklearn's
+    `NotFittedError`.
+    """
+
+    def __init__(self, target_precision: float = 0.9) -> None:
+        self.target_precision = target_precision
+
+    def fit(self, p_yes: Sequence[float], top_score: Sequence[float], margin: Sequence[float],
+            right: Sequence[bool]) -> "SupportModel":
+        """Fit on dev answers: each shape (n,), `right` True where the answer was judged right."""
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        features = self._features(p_yes, top_score, margin)
+        labels = np.asarray(right, dtype=bool)
+        if labels.shape != (len(features),) or not np.isfinite(features).all():
+            raise ValueError("SupportModel.fit: need finite features and one label per answer")
+        if len(set(labels.tolist())) < 2:
+            raise ValueError("SupportModel.fit: needs both right and wrong answers")
+        self.pipeline_ = make_pipeline(StandardScaler(), LogisticRegression()).fit(features, labels)
+        regression = self.pipeline_[-1]
+        self.coef_ = regression.coef_[0].copy()
+        self.intercept_ = float(regression.intercept_[0])
+        self.threshold_ = fit_threshold(self.probability(p_yes, top_score, margin), labels, self.target_precision)
+        self.reached_ = math.isfinite(self.threshold_)
+        return self
+
+    @staticmethod
+    def _features(p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+        return np.column_stack([np.asarray(x, dtype=float).reshape(-1) for x in (p_yes, top_score, margin)])
+
+    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+        """P(right), shape (n,); NaN where P(yes) is NaN (no probe: nothing to combine)."""
+        require_fitted(self, "pipeline_", "probability")
+        features = self._features(p_yes, top_score, margin)
+        out = np.full(len(features), math.nan)
+        known = np.isfinite(features).all(axis=1)
+        if known.any():
+            out[known] = self.pipeline_.predict_proba(features[known])[:, 1]
+        return out
+
+    def accepts(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+        """Bool, shape (n,): P(right) >= the threshold (NaN never passes)."""
+        require_fitted(self, "threshold_", "accepts")
+        with np.errstate(invalid="ignore"):
+            return self.probability(p_yes, top_score, margin) >= self.threshold_
 
 
 _ANSWER_KEY = re.compile(r'"answer"\s*:\s*"')
@@ -338,7 +408,8 @@ class Trace:
     question got that far (see `Assistant.decide`). `reply` is what the user would see.
     `routing` holds the gate numbers (`lib.retrieval.RoutingVerdict`), `offered` the
     (section id, heading) pairs an ASK offers, `grounding` the grounded answer with its
-    quote verdicts (None if not asked), `answerability` the probe (None if not asked).
+    quote verdicts (None if not asked), `answerability` the probe (None if not asked),
+    `shown_sections` the ids of the sections the model was shown, in order (what [1], [2] number).
     """
 
     question: str
@@ -350,11 +421,19 @@ class Trace:
     offered: tuple[tuple[str, str], ...] = ()
     grounding: GroundingResult | None = None
     answerability: Answerability | None = None
+    shown_sections: tuple[str, ...] = ()
 
     @property
     def answer(self) -> str | None:
         """The grounded answer's text, if the model produced one."""
         return self.grounding.answer.answer if self.grounding is not None and self.grounding.ok else None
+
+    @property
+    def citations(self) -> CitedAnswer | None:
+        """The answer with its quotes as numbered citations of the sections shown (`lib.citations.cite`), if any answer."""
+        if self.answer is None:
+            return None
+        return cite(self.answer, self.grounding.verdicts, self.shown_sections)
 
     @property
     def answer_perplexity(self) -> float | None:
@@ -374,7 +453,7 @@ class Trace:
         return self.decision.value if self.decision else PENDING
 
     def step(self, name: str) -> Step:
-        """The step called `name` ("boundary", "retrieval", "grounded answer" or "answerability")."""
+        """The step called `name` ("boundary", "retrieval", "grounded answer", "citations" or "answerability")."""
         for s in self.steps:
             if s.name == name:
                 return s
@@ -388,6 +467,8 @@ class Trace:
             lines.append(f"  [{s.verdict:^7}] {s.name:<16} {numbers}" + (f"  ({s.note})" if s.note else ""))
             if s.name == "grounded answer" and self.grounding is not None and self.grounding.ok:
                 lines.extend("      " + line for line in render_verdicts(self.grounding.verdicts).splitlines())
+            if s.name == "citations" and self.citations is not None:
+                lines.extend(f"      {problem}" for problem in self.citations.problems)
         lines.append(f"  => {self.decision_name} ({self.why}): {self.reply}")
         return "\n".join(lines)
 
@@ -430,6 +511,8 @@ class Assistant:
         perplexity_ceiling: fitted on dev (`fit_perplexity_ceiling`): an answer whose perplexity
             is above it -> ASK instead of ACT. Infinite (never used) unless set; an answer
             without tokens is never turned into ASK.
+        support: a fitted `SupportModel`; when set, the last step accepts an answer when the
+            model's P(right) clears its threshold, in place of the answerability threshold.
     """
 
     llm: LLM
@@ -443,6 +526,7 @@ class Assistant:
     n_offer: int = 3
     max_tokens: int = DEFAULT_MAX_TOKENS
     perplexity_ceiling: float = math.inf
+    support: SupportModel | None = None
 
     def __post_init__(self) -> None:
         examples = self.scope.example_questions
@@ -456,17 +540,29 @@ class Assistant:
 
     # -- evidence
 
-    def run(self, question: str) -> Trace:
-        """Take one question through the pipeline (model calls only if both gates pass)."""
-        return self.run_many([question])[0]
+    def run(self, question: str, *, answer_past_boundary: bool = False) -> Trace:
+        """Take one question through the pipeline (model calls only if both gates pass).
 
-    def run_many(self, questions: Sequence[str] | pd.DataFrame) -> list[Trace]:
+        With `answer_past_boundary` the model also answers (and is probed) when only the
+        boundary passed: the decision still follows the gates, but the trace carries the
+        answer and P(yes) a fit on dev needs over the whole range of retrieval scores.
+        """
+        return self.run_many([question], answer_past_boundary=answer_past_boundary)[0]
+
+    def run_many(self, questions: Sequence[str] | pd.DataFrame, *,
+                 answer_past_boundary: bool = False) -> list[Trace]:
         """`run` for many questions; the gates are computed in one batch."""
         texts = questions["question"].tolist() if isinstance(questions, pd.DataFrame) else list(questions)
         verdicts = R.route_many(texts, self.boundary_gate, self.retrieval_gate, self.scope, n_sources=self.n_sources)
-        return [self._run_one(v) for v in verdicts]
+        return [self._run_one(v, answer_past_boundary) for v in verdicts]
 
-    def _run_one(self, verdict: R.RoutingVerdict) -> Trace:
+    def shown_sections(self, verdict: R.RoutingVerdict) -> dict[str, str]:
+        """The sections the model is shown for a routed question, in retrieval order: the
+        verdict's sources, or the best `n_sources` ranked sections when the retrieval gate failed."""
+        ids = verdict.sources or tuple(sid for sid, _ in verdict.ranked_sections[: self.n_sources])
+        return {sid: self.sections[sid] for sid in ids}
+
+    def _run_one(self, verdict: R.RoutingVerdict, answer_past_boundary: bool = False) -> Trace:
         boundary = Step("boundary", verdict.failed_gate != "boundary",
                         {"best similarity": verdict.boundary_score, "threshold": verdict.boundary_threshold},
                         "like the in-scope examples" if verdict.failed_gate != "boundary" else "unlike every in-scope example")
@@ -479,8 +575,8 @@ class Assistant:
         offered = verdict.ranked_sections[: self.n_offer]
         grounding: GroundingResult | None = None
         probe: Answerability | None = None
-        if verdict.failed_gate is None:
-            shown = {sid: self.sections[sid] for sid in verdict.sources}
+        if verdict.failed_gate is None or (answer_past_boundary and verdict.failed_gate != "boundary"):
+            shown = self.shown_sections(verdict)
             grounding = grounded_answer(self.llm, verdict.question, shown, max_tokens=self.max_tokens)
             verified = quotes_verified(grounding)
             n_quotes = len(grounding.verdicts)
@@ -495,8 +591,16 @@ class Assistant:
         else:
             grounded = Step("grounded answer", None, {}, "not asked: a gate failed")
         trace = Trace(verdict.question, None, "", (boundary, retrieval, grounded), verdict,
-                      offered=offered, grounding=grounding, answerability=probe)
-        return self.decide(trace)
+                      offered=offered, grounding=grounding, answerability=probe,
+                      shown_sections=tuple(shown) if grounding is not None else ())
+        cited = trace.citations
+        if cited is None:
+            citations = Step("citations", None, {}, "no answer to cite")
+        else:
+            citations = Step("citations", cited.valid, {"citations": len(cited.citations), "valid": cited.n_valid},
+                             "every citation is a section shown, and its quote is in it" if cited.valid else
+                             "no citation" if not cited.citations else "a citation does not hold")
+        return self.decide(replace(trace, steps=(boundary, retrieval, grounded, citations)))
 
     # -- the decision
 
@@ -509,40 +613,48 @@ class Assistant:
         """
         v = trace.routing
         steps = [s for s in trace.steps if s.name != "answerability"]
-        threshold = self.answerability_threshold
+        threshold = self.answerability_threshold if self.support is None else self.support.threshold_
         probe = trace.answerability
+        accepted = False
         if probe is None:
             steps.append(Step("answerability", None, {}, "not asked: an earlier step decided"))
-        else:
+        elif self.support is None:
             passed = None if math.isnan(threshold) else bool(probe.probability >= threshold)
+            accepted = bool(passed)
             steps.append(Step("answerability", passed,
                               {"P(yes)": probe.probability, "threshold": threshold, "off-label mass": probe.off_label_mass},
                               f'"{ANSWERABILITY_QUESTION}"' + (" (threshold not fitted yet)" if passed is None else "")))
+        else:
+            p_right = float(self.support.probability(probe.probability, v.top_score, v.margin)[0])
+            accepted = bool(p_right >= threshold)
+            steps.append(Step("answerability", accepted,
+                              {"P(yes)": probe.probability, "P(right)": p_right, "threshold": threshold},
+                              "P(right) from P(yes), the top score and the margin (support model)"))
         if v.failed_gate == "boundary":
-            decision, reply, why = Action.OUT_OF_SCOPE, OUT_OF_SCOPE_REPLY, "boundary failed"
+            decision, reply, why = Action.OUT_OF_SCOPE, fallback_reply(OUT_OF_SCOPE_REPLY), "boundary failed"
         elif v.failed_gate is not None:
             if v.top_score >= self.ask_gate.threshold_:
                 headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
                 decision, why = Action.ASK, "retrieval unsure, but sections are close"
-                reply = f"I'm not sure which part of the documents you mean. Is your question about: {headings}?"
+                reply = fallback_reply(f"I'm not sure which part of the documents you mean. "
+                                       f"Is your question about: {headings}?")
             else:
-                decision, reply, why = Action.HAND_OVER, HAND_OVER_REPLY, "retrieval failed and nothing is close"
+                decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "retrieval failed and nothing is close"
         elif not quotes_verified(trace.grounding):
-            decision, reply, why = Action.HAND_OVER, HAND_OVER_REPLY, "quotes missing or not verified"
+            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "quotes missing or not verified"
+        elif not trace.citations.valid:
+            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "a citation does not hold"
         elif math.isnan(threshold):
             decision, reply, why = None, "(pending: fit the answerability threshold)", "threshold not fitted"
-        elif (probe.probability >= threshold and trace.answer_perplexity is not None
-              and trace.answer_perplexity > self.perplexity_ceiling):
+        elif accepted and trace.answer_perplexity is not None and trace.answer_perplexity > self.perplexity_ceiling:
             headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
             decision, why = Action.ASK, "answerable, but the answer's perplexity is above the ceiling"
-            reply = f"I'm not sure I have this right. Is your question about: {headings}?"
-        elif probe.probability >= threshold:
-            g = trace.grounding
-            sources = ", ".join(dict.fromkeys(vd.found_in for vd in g.verdicts))
+            reply = fallback_reply(f"I'm not sure I have this right. Is your question about: {headings}?")
+        elif accepted:
             decision, why = Action.ACT, "verified quotes and answerable"
-            reply = f"{g.answer.answer} (sources: {sources})"
+            reply = trace.citations.render()
         else:
-            decision, reply, why = Action.HAND_OVER, HAND_OVER_REPLY, "answerability below threshold"
+            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "answerability below threshold"
         return replace(trace, decision=decision, reply=reply, steps=tuple(steps), why=why)
 
 

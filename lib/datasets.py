@@ -184,6 +184,19 @@ def load_questions(split: str | None = None, path: Path = CORPUS_DIR / "question
     return frame
 
 
+def gold_section_ids(value: object) -> list[str]:
+    """One question's gold section ids as a list: the `section_ids` cell of `load_questions`.
+
+    The column holds lists; a lone id string and a missing value (None or NaN, for questions
+    with no gold section) are accepted too, so callers need not care how a row was built.
+    """
+    if isinstance(value, str):
+        return [value]
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return []
+    return list(value)
+
+
 def load_scope_examples(path: Path = CORPUS_DIR / "scope_examples.txt") -> list[str]:
     """In-scope example questions for the boundary gate (one per line)."""
     return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -34,7 +34,7 @@ from typing import Callable, Iterable, Protocol, Sequence, runtime_checkable
 import numpy as np
 import pandas as pd
 
-from lib.datasets import Section
+from lib.datasets import Section, gold_section_ids
 from lib.embeddings import embed as minilm
 from lib.hashing import fingerprint
 
@@ -443,19 +443,11 @@ class HybridIndex:
 # --------------------------------------------------------------------------- evaluation
 
 
-def _as_id_list(value) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return []
-    return list(value)
-
-
 def _answerable(questions: pd.DataFrame) -> pd.DataFrame:
     """Rows to evaluate retrieval on: type == "answerable" if there is a type column, else rows with gold ids."""
     if "type" in questions.columns:
         questions = questions[questions["type"] == "answerable"]
-    return questions[questions["section_ids"].map(lambda v: len(_as_id_list(v)) > 0)]
+    return questions[questions["section_ids"].map(lambda v: len(gold_section_ids(v)) > 0)]
 
 
 def distinct_units(hits: Sequence[Hit]) -> list[Hit]:
@@ -485,7 +477,7 @@ def gold_ranks(index: SearchIndex, questions: pd.DataFrame) -> pd.DataFrame:
     all_hits = index.search_many(rows["question"].tolist(), k=len(index.chunks))
     ranks, tops, words = [], [], []
     for gold, hits in zip(rows["section_ids"], all_hits):
-        gold_set = set(_as_id_list(gold))
+        gold_set = set(gold_section_ids(gold))
         units = distinct_units(hits)
         rank = next((r for r, h in enumerate(units, start=1) if gold_set & set(h.chunk.section_ids)), np.nan)
         ranks.append(rank)

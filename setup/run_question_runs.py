@@ -6,8 +6,8 @@
 
 Each run appends to data/results/<run>.jsonl and skips the items already there, so an
 interrupted run resumes where it stopped. A complete file is left as it is. Live runs take
-the model tens of minutes on 2 cores (handbook-short-answers about 25, assistant-test about
-20); --replay reads the same model's recorded answers to the same requests instead, and the
+the model tens of minutes on 2 cores (handbook-short-answers about 25, assistant-dev-fit
+about 55, assistant-test about 20); --replay reads the same model's recorded answers to the same requests instead, and the
 header says which mode produced the file.
 """
 from __future__ import annotations

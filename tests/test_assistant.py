@@ -20,6 +20,7 @@ from lib.assistant import (
     ANSWERABILITY_QUESTION,
     ANSWERABILITY_SYSTEM_PROMPT,
     Assistant,
+    SupportModel,
     answer_field_logprobs,
     answer_is_right,
     answerability_messages,
@@ -31,6 +32,7 @@ from lib.assistant import (
     fit_perplexity_ceiling,
     quotes_verified,
 )
+from lib.citations import FALLBACK_BANNER
 from lib.datasets import Section
 from lib.grounding import GROUNDING_SYSTEM_PROMPT
 from lib.indexes import DenseIndex, chunk_by_heading
@@ -106,7 +108,7 @@ def test_out_of_scope_stops_at_the_boundary_without_model_calls(index):
     llm = FakeLLM()
     trace = make_assistant(index, llm).run(OUT_Q)
     assert trace.decision is Action.OUT_OF_SCOPE
-    assert [s.verdict for s in trace.steps] == ["fail", "skipped", "skipped", "skipped"]
+    assert [s.verdict for s in trace.steps] == ["fail", "skipped", "skipped", "skipped", "skipped"]
     assert trace.step("boundary").numbers["threshold"] == 0.2
     assert not llm.chats and not llm.probes
 
@@ -175,7 +177,8 @@ def test_unfitted_threshold_leaves_the_decision_pending_and_decide_needs_no_mode
     assistant.answerability_threshold = 0.85
     decided = assistant.decide(trace)
     assert decided.decision is Action.ACT
-    assert [s.name for s in decided.steps] == ["boundary", "retrieval", "grounded answer", "answerability"]
+    assert [s.name for s in decided.steps] == ["boundary", "retrieval", "grounded answer", "citations",
+                                               "answerability"]
     assert len(llm.chats) == 1 and len(llm.probes) == 1
 
 
@@ -346,3 +349,87 @@ def test_fit_perplexity_ceiling():
     assert fit_perplexity_ceiling(perplexities, correct, target_precision=0.75) == pytest.approx(1.6)
     with pytest.raises(ValueError):
         fit_perplexity_ceiling([0.5], [True])
+
+
+WRONG_SECTION = json.dumps({"answer": "At least four members",
+                            "quotes": [{"text": "The committee has at least four members",
+                                        "section_id": "handbook/qualifying-exam"}]})
+NOT_SHOWN = json.dumps({"answer": "At least four members",
+                        "quotes": [{"text": "The committee has at least four members",
+                                    "section_id": "handbook/thesis-committee"},
+                                   {"text": "The advisor chairs it.", "section_id": "handbook/stipends"}]})
+
+
+def test_an_answer_cites_the_sections_by_the_order_they_were_shown(index):
+    trace = make_assistant(index, FakeLLM([GOOD], p_yes=0.9)).run(GROUNDED_Q)
+    assert trace.shown_sections == ("handbook/thesis-committee", "handbook/qualifying-exam")
+    assert trace.decision is Action.ACT and trace.citations.valid
+    assert trace.reply.splitlines()[0] == "At least four members [1]"
+    assert trace.reply.splitlines()[1].startswith("[1] handbook/thesis-committee:")
+    assert trace.step("citations").verdict == "pass" and trace.step("citations").numbers == {"citations": 1, "valid": 1}
+
+
+@pytest.mark.parametrize("reply, problem", [(WRONG_SECTION, "the quote is not in handbook/qualifying-exam"),
+                                            (NOT_SHOWN, "which was not among the sections retrieved")])
+def test_a_bad_citation_hands_over_and_the_trace_says_why(index, reply, problem):
+    trace = make_assistant(index, FakeLLM([reply], p_yes=0.9)).run(GROUNDED_Q)
+    assert trace.decision is Action.HAND_OVER and trace.why == "a citation does not hold"
+    assert trace.step("citations").verdict == "fail"
+    assert problem in trace.render()
+    assert trace.reply.startswith(FALLBACK_BANNER) and "[1]" not in trace.reply
+
+
+def test_every_reply_but_an_answer_carries_the_banner_and_no_citation(index):
+    llm = FakeLLM([GOOD, NO_QUOTES], p_yes=0.3)
+    assistant = make_assistant(index, llm)
+    traces = assistant.run_many([OUT_Q, ASK_Q, NOTHING_Q, GROUNDED_Q, GROUNDED_Q])
+    assert [t.decision for t in traces] == [Action.OUT_OF_SCOPE, Action.ASK] + [Action.HAND_OVER] * 3
+    for trace in traces:
+        assert trace.reply.startswith(FALLBACK_BANNER) and not re.search(r"\[\d+\]", trace.reply)
+
+
+def test_answer_past_boundary_asks_the_model_but_the_gates_still_decide(index):
+    llm = FakeLLM([GOOD], p_yes=0.9)
+    trace = make_assistant(index, llm).run(ASK_Q, answer_past_boundary=True)
+    assert trace.decision is Action.ASK and trace.answerability.probability == pytest.approx(0.9)
+    assert trace.shown_sections == ("handbook/qualifying-exam", "handbook/thesis-committee")
+    assert len(llm.chats) == 1 and not make_assistant(index, FakeLLM()).run(OUT_Q, answer_past_boundary=True).grounding
+
+
+def support_data():
+    rng = np.random.default_rng(0)
+    p_yes, top, margin = rng.uniform(0, 1, 200), rng.uniform(0.2, 0.7, 200), rng.uniform(0, 0.2, 200)
+    right = rng.uniform(0, 1, 200) < 1 / (1 + np.exp(-(6 * (p_yes - 0.5) + 10 * (top - 0.45))))
+    return p_yes, top, margin, right
+
+
+def test_support_model_combines_p_yes_with_the_retrieval_scores():
+    p_yes, top, margin, right = support_data()
+    support = SupportModel(target_precision=0.9).fit(p_yes, top, margin, right)
+    assert support.coef_.shape == (3,) and support.coef_[0] > 0 and support.coef_[1] > 0 and support.reached_
+    chance = support.probability(p_yes, top, margin)
+    assert chance.shape == (200,) and ((chance > 0) & (chance < 1)).all()
+    assert right[support.accepts(p_yes, top, margin)].mean() >= 0.9
+    assert np.isnan(support.probability([np.nan], [0.5], [0.1])[0]) and not support.accepts([np.nan], [0.5], [0.1])[0]
+
+
+def test_support_model_refuses_what_it_cannot_fit():
+    with pytest.raises(NotFittedError, match="not fitted"):
+        SupportModel().probability([0.5], [0.5], [0.1])
+    with pytest.raises(ValueError, match="both right and wrong"):
+        SupportModel().fit([0.5, 0.6], [0.5, 0.5], [0.1, 0.1], [True, True])
+
+
+def test_with_a_support_model_the_last_step_asks_it_instead_of_the_threshold(index):
+    p_yes, top, margin, right = support_data()
+    support = SupportModel(target_precision=0.9).fit(p_yes, top, margin, right)
+    # GROUNDED_Q has top 0.390 and margin 0.293: P(yes) 0.99 is accepted, 0.2 is not.
+    assert support.accepts([0.99, 0.2], [0.390, 0.390], [0.293, 0.293]).tolist() == [True, False]
+    for p, decision in ((0.99, Action.ACT), (0.2, Action.HAND_OVER)):
+        assistant = make_assistant(index, FakeLLM([GOOD], p_yes=p), threshold=0.0)
+        assistant.support = support
+        trace = assistant.run(GROUNDED_Q)
+        step = trace.step("answerability")
+        assert trace.decision is decision and step.numbers["threshold"] == support.threshold_
+        assert step.numbers["P(right)"] == pytest.approx(support.probability([p], [trace.routing.top_score], [trace.routing.margin])[0])
+    assert make_assistant(index, FakeLLM()).run(ASK_Q).decision is Action.ASK  # the gates still come first

@@ -5,6 +5,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lib.assistant import decision_table, fit_answerability_threshold
@@ -191,3 +192,19 @@ def test_notebook_05_runs_replay_its_recordings_and_decide_each_message_both_way
         assert not any("exchange" in item["label"] or item["label"] == "oos" for item in items)
     prompt = code_routing_prompt(load_label_groups("banking77"))
     assert prompt.count("\n  ") == 77 and "\n  C-F top_up_by_card_charge\n" in prompt
+
+
+def test_the_last_step_is_fitted_on_verified_judged_dev_answers_only():
+    from lib.question_runs import dev_answers, fit_support
+
+    rng = np.random.default_rng(1)
+    n = 40
+    rows = pd.DataFrame({"verified": rng.uniform(size=n) < 0.8, "p_yes": rng.uniform(size=n),
+                         "top_score": rng.uniform(0.3, 0.7, n), "margin": rng.uniform(0, 0.2, n)})
+    rows["right"] = pd.Series(rows["p_yes"] > 0.4, dtype=object)
+    rows.loc[[0, 1], "right"] = None
+    rows.loc[2, "p_yes"] = math.nan
+    kept = dev_answers(rows)
+    assert set(kept.index) == set(rows.index[rows["verified"]]) - {0, 1, 2}
+    support = fit_support(rows, 0.9)
+    assert support.target_precision == 0.9 and support.coef_[0] > 0 and support.reached_
