@@ -544,24 +544,14 @@ def _assistant_dev(llm: Any, results_dir: Path):
     return items, _assistant_runner(setup, timer, answer_past_boundary=True), settings
 
 
-def fit_answerability_on_dev(dev_rows: Sequence[dict[str, Any]]) -> tuple[float, float, list[float]]:
-    """`fit_answerability` on the saved dev rows: P(yes) where every quote was verified, NaN elsewhere."""
-    return fit_answerability([r["p_yes"] if r["verified"] else math.nan for r in dev_rows],
-                             [r["right"] for r in dev_rows])
-
-
-def _finished_dev_run(results_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    dev_header, dev_rows = load_item_run(ASSISTANT_DEV, results_dir)
-    if len(dev_rows) < dev_header["items"]:
-        raise RuntimeError(f"{ASSISTANT_DEV} holds {len(dev_rows)} of {dev_header['items']} rows; finish it first")
-    return dev_header, dev_rows
-
-
 def _assistant_test(llm: Any, results_dir: Path):
     from lib.grounding import GROUNDING_SYSTEM_PROMPT
 
-    dev_header, dev_rows = _finished_dev_run(results_dir)
-    threshold, target, _ = fit_answerability_on_dev(dev_rows)
+    dev_header, dev_rows = load_item_run(ASSISTANT_DEV, results_dir)
+    if len(dev_rows) < dev_header["items"]:
+        raise RuntimeError(f"{ASSISTANT_DEV} holds {len(dev_rows)} of {dev_header['items']} rows; finish it first")
+    threshold, target, _ = fit_answerability([r["p_yes"] if r["verified"] else math.nan for r in dev_rows],
+                                             [r["right"] for r in dev_rows])
     timer = CallTimer(llm)
     setup = build_assistant(llm)
     setup.assistant.llm = timer
