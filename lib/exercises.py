@@ -105,12 +105,15 @@ def _lockout_section(answer: Any) -> bool:
     return _normalized(answer) == "helpdesk/passwords/account-lockout"
 
 
-@exercise("nb01-ex2", hint="mentions() needs the gold text as whole consecutive words in the reply; "
-          "run it on the two strings.", expects="True or False")
+@exercise("nb01-ex2", hint="Go through the three parts of the rule one reply at a time: case and spacing are "
+          "normalised away, the gold words must follow each other with nothing between them, and the "
+          "character before and after them must not be a letter or a digit.",
+          expects="the letters of the replies counted as right, as a string such as 'ace'")
 def _strict_match(answer: Any) -> bool:
-    if not isinstance(answer, bool):
-        raise TypeError("expected a bool")
-    return answer is False
+    letters = _normalized(answer).replace(",", "").replace(" ", "")
+    if not letters or set(letters) - set("abcde"):
+        raise ValueError("expected letters from a to e")
+    return sorted(letters) == ["b", "d"]
 
 
 @exercise("nb01-ex3", hint="Reading time is prompt tokens divided by prompt tokens per second.",
