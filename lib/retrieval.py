@@ -9,7 +9,7 @@ Notebook 02 builds them on the indexes of `lib.indexes`:
    runner-up, `retrieval_features`).
 3. **Thresholds** are fitted on dev data (`Gate`, with the workbook's one fitter
    `lib.selective.fit_threshold`, and `RetrievalGate`), never chosen by eye; `roc_points`
-   and `bootstrap_precision_recall` show what they cost.
+   and `precision_recall_intervals` show what they cost.
 4. **Routing**: `route_many` sends each question down one of three paths, named with the
    course's one action vocabulary `lib.routing.Action`: ACT (answer from the retrieved
    sections, citing them; the original design's GROUNDED), ASK (in scope, but retrieval is
@@ -31,8 +31,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from lib.calibration import bootstrap_interval
 from lib.checks import require_fitted
+from lib.intervals import binomial_interval
 from lib.indexes import DenseIndex, Embed, Hit, SearchIndex, distinct_units, unit_rows
 from lib.routing import Action
 from lib.selective import UnreachableTargetWarning, fit_threshold, threshold_curve
@@ -44,7 +44,7 @@ __all__ = [
     "Gate",
     "RetrievalGate",
     "roc_points",
-    "bootstrap_precision_recall",
+    "precision_recall_intervals",
     "GATE_ROUTES",
     "ROUTE_MESSAGES",
     "RoutingVerdict",
@@ -316,20 +316,18 @@ def roc_points(scores, positive) -> pd.DataFrame:
                          "fpr": fp / n_neg, "precision": precision, "accepted": accepted})
 
 
-def bootstrap_precision_recall(pred, positive, n: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Precision and recall of a bool decision, with 95% percentile bootstrap intervals.
+def precision_recall_intervals(pred, positive, level: float = 0.95) -> pd.DataFrame:
+    """Precision and recall of a bool decision, with exact binomial intervals.
 
-    Each interval resamples the rows its metric is a proportion of: the accepted rows
-    for precision (share of them that were right), the positive rows for recall (share
-    of them that were accepted), via `lib.calibration.bootstrap_interval`. Resampling
-    within those rows keeps the metric defined on every resample (a joint resample of
-    all rows can accept nothing when few rows are accepted) at the cost of treating the
-    number of accepted (or positive) rows as fixed.
+    Each metric is a proportion: precision is the share of the accepted rows that were
+    right, recall the share of the positive rows that were accepted. Their intervals are
+    `lib.intervals.binomial_interval`, exact for any count: 7 accepted rows all right give
+    precision 1 with the interval [0.590, 1], where a bootstrap would collapse to [1, 1].
 
     Args:
         pred: bools of `shape (m,)`, True = the gate accepted.
         positive: bools of `shape (m,)`, True = accepting was right.
-        n: bootstrap resamples; seed: for the resampling generator.
+        level: interval coverage in (0, 1).
 
     Returns:
         DataFrame indexed by metric ("precision", "recall") with columns value, low,
@@ -337,13 +335,13 @@ def bootstrap_precision_recall(pred, positive, n: int = 2000, seed: int = 0) -> 
         All NaN for a metric whose support is 0.
     """
     pr = np.asarray(pred).astype(bool)
-    ps = _as_bool(positive, len(pr), "bootstrap_precision_recall")
+    ps = _as_bool(positive, len(pr), "precision_recall_intervals")
     rows = {}
     for name, outcomes in (("precision", ps[pr]), ("recall", pr[ps])):
         if len(outcomes) == 0:
             value = low = high = math.nan
         else:
-            value, low, high = bootstrap_interval(np.mean, outcomes.astype(float), n=n, seed=seed)
+            value, low, high = binomial_interval(int(outcomes.sum()), len(outcomes), level)
         rows[name] = dict(value=value, low=low, high=high, support=len(outcomes))
     return pd.DataFrame.from_dict(rows, orient="index")
 

@@ -12,12 +12,13 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from lib.indexes import DenseIndex, chunk_by_heading
+from lib.intervals import binomial_interval
 from lib.retrieval import (
     Gate,
     RetrievalGate,
     Scope,
     boundary_scores,
-    bootstrap_precision_recall,
+    precision_recall_intervals,
     retrieval_features,
     roc_points,
     route_many,
@@ -80,17 +81,24 @@ def test_roc_points_endpoints_and_monotone():
         roc_points([0.1, 0.2], [True, True])
 
 
-def test_bootstrap_precision_recall():
+def test_precision_recall_intervals_are_exact_binomial():
     pred = np.array([True] * 8 + [False] * 12)
     positive = np.array([True] * 6 + [False] * 2 + [True] * 4 + [False] * 8)
-    table = bootstrap_precision_recall(pred, positive, n=300, seed=1)
+    table = precision_recall_intervals(pred, positive)
     assert table.loc["precision", "value"] == pytest.approx(6 / 8)
     assert table.loc["recall", "value"] == pytest.approx(6 / 10)
-    assert (table["low"] <= table["value"]).all() and (table["value"] <= table["high"]).all()
-    again = bootstrap_precision_recall(pred, positive, n=300, seed=1)
-    pd.testing.assert_frame_equal(table, again)
-    nothing = bootstrap_precision_recall(np.zeros(20, bool), positive, n=50)
+    assert tuple(table.loc["precision", ["value", "low", "high"]]) == binomial_interval(6, 8)
+    assert tuple(table.loc["recall", ["value", "low", "high"]]) == binomial_interval(6, 10)
+    assert table["support"].tolist() == [8, 10]
+    nothing = precision_recall_intervals(np.zeros(20, bool), positive)
     assert math.isnan(nothing.loc["precision", "value"]) and nothing.loc["recall", "value"] == 0
+
+
+def test_all_accepted_right_is_not_a_point_interval():
+    table = precision_recall_intervals(np.ones(7, bool), np.ones(7, bool))
+    assert table.loc["precision", "value"] == 1.0
+    assert table.loc["precision", "low"] == pytest.approx(0.025 ** (1 / 7))
+    assert table.loc["precision", "low"] < 0.6
 
 
 def test_boundary_scores():
