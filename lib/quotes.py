@@ -80,6 +80,8 @@ class QuoteCheck:
     from the start of the first fragment to the end of the last, and `spans` holds one
     (start, end) pair per fragment; for exact and normalized matches `spans` holds the
     single span. `reason` explains the verdict in words, for people reading a report.
+    `dropped_mark` is the full stop or comma at the end of the quote that the match did without
+    ("" when none: see the punctuation policy in the module docstring).
     """
 
     kind: QuoteKind
@@ -87,6 +89,7 @@ class QuoteCheck:
     end: int | None = None
     spans: tuple[tuple[int, int], ...] = ()
     reason: str = ""
+    dropped_mark: str = ""
 
     @property
     def ok(self) -> bool:
@@ -329,7 +332,8 @@ def verify_quote(quote: str, source: str, *, max_gap: int = 400) -> QuoteCheck:
         return check
     reason = (f"{trimmed.reason}, without the final {quote[-1]!r}: the punctuation of the sentence "
               "that quotes it, not of the source")
-    return replace(trimmed, kind="normalized" if trimmed.kind == "exact" else trimmed.kind, reason=reason)
+    return replace(trimmed, kind="normalized" if trimmed.kind == "exact" else trimmed.kind, reason=reason,
+                   dropped_mark=quote[-1])
 
 
 def _match_as_written(quote: str, source: str, max_gap: int) -> QuoteCheck:
