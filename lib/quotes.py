@@ -276,7 +276,8 @@ def _match_elided(fragments: list[str], source: TextWithOrigins, max_gap: int) -
         spans.append(_span_of(source, int(starts[index]), len(fragment)))
         index = int(predecessors[index])
     spans.reverse()
-    reason = f"{len(spans)} fragments found in order, gaps of at most {max_gap} characters"
+    found_in_order = "1 fragment found" if len(spans) == 1 else f"{len(spans)} fragments found in order"
+    reason = f"{found_in_order}, gaps of at most {max_gap} characters"
     return QuoteCheck("elided", spans[0][0], spans[-1][1], tuple(spans), reason)
 
 
