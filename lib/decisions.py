@@ -48,7 +48,10 @@ from lib.recording import RecordedLLM
 DEFAULT_TOP_LOGPROBS = 20
 """Top candidates asked of a server per step (its usual maximum)."""
 MAX_MESSAGE_CHARS = 2000
-"""Longer customer messages are cut to this many characters (then to what the context holds)."""
+"""A decision reads at most this many characters of a customer message (after stripping it): a
+longer one is decided on its start, and the decision says how much it did not read
+(`IntentDecision.unread_chars`). A prompt that still does not fit the embedded model's context
+raises ValueError (set WORKBOOK_N_CTX); nothing is cut without saying so."""
 CONTENT_FREE_MESSAGE = "N/A"
 """The content-free message whose answer measures the model's prior over letters."""
 NONE_OF_THESE = "None of these intents fits the message."
@@ -91,6 +94,13 @@ class IntentDecision:
     seconds: float
     details: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def unread_chars(self) -> int:
+        """How many characters at the end of the message the decision never read (0: it read all of
+        it): a message longer than `MAX_MESSAGE_CHARS` is decided on its start. Saved in `details`
+        only when above 0."""
+        return int(self.details.get("unread_chars", 0))
+
 
 class Decider(Protocol):
     """What `lib.runs.run_split` needs: a name, a fingerprint of the prompt and settings, and `decide`."""
@@ -123,6 +133,12 @@ def _clean_message(text: str) -> str:
     return text.strip()[:MAX_MESSAGE_CHARS]
 
 
+def _unread_note(text: str) -> dict[str, int]:
+    """{"unread_chars": n} for a message whose last n characters `_clean_message` cut, else {}."""
+    unread = len(text.strip()) - MAX_MESSAGE_CHARS
+    return {"unread_chars": unread} if unread > 0 else {}
+
+
 def _off_label_total(steps: Sequence[DecisionStep]) -> float:
     kept = np.prod([1.0 - s.off_label_mass for s in steps]) if steps else 1.0
     return float(np.clip(1.0 - kept, 0.0, 1.0))
@@ -130,11 +146,6 @@ def _off_label_total(steps: Sequence[DecisionStep]) -> float:
 
 def _aligned(probs: dict[str, float], options: Sequence[str]) -> np.ndarray:
     return np.array([probs.get(option, 0.0) for option in options], dtype=np.float64)
-
-
-def _fit_to_context(backend: EmbeddedLLM | None, messages: list[Message], reserve: int) -> list[Message]:
-    """Shorten the last message until the prompt fits the embedded model's context (other backends: as is)."""
-    return messages if backend is None else backend.fit_to_context(messages, reserve=reserve)
 
 
 # --------------------------------------------------------------------------- full list
@@ -185,7 +196,7 @@ class FullListDecider:
 
     def decide(self, text: str) -> IntentDecision:
         start = time.perf_counter()
-        messages = _fit_to_context(self._backend, self.messages(text), reserve=16)
+        messages = self.messages(text)
         if self._backend is not None:
             group_step, intent_step, code, details = self._exact(messages)
         else:
@@ -200,7 +211,8 @@ class FullListDecider:
             candidates=tuple(self.codes[f"{group}-{letter}"] for letter in intent_step.options),
             candidate_probs=tuple(significant(p_group * p) for p in intent_step.probs),
             seconds=time.perf_counter() - start,
-            details={"p_group": significant(p_group), "p_intent": significant(p_intent), **details})
+            details={"p_group": significant(p_group), "p_intent": significant(p_intent), **details,
+                     **_unread_note(text)})
 
     @staticmethod
     def _step(name: str, probs: dict[str, float], off: float, options: Sequence[str]) -> DecisionStep:
@@ -283,7 +295,8 @@ class NearestNeighbourDecider:
         vectors = self.retriever.embed([_clean_message(text) for text in texts])
         decisions = [self._decision(vector) for vector in vectors]
         seconds = (time.perf_counter() - start) / max(len(texts), 1)
-        return [replace(decision, seconds=seconds) for decision in decisions]
+        return [replace(decision, seconds=seconds, details={**decision.details, **_unread_note(text)})
+                for decision, text in zip(decisions, texts)]
 
     def _decision(self, vector: np.ndarray) -> IntentDecision:
         nearest = self.retriever.nearest_to_vector(vector, self.k)
@@ -321,13 +334,13 @@ class LogRegDecider:
         start = time.perf_counter()
         all_probs = self.model.predict_proba(self._embed([_clean_message(text) for text in texts]))
         decisions = []
-        for probs in all_probs:
+        for probs, text in zip(all_probs, texts):
             order = np.argsort(-probs, kind="stable")[: self.top]
             labels = tuple(str(self.model.classes_[i]) for i in order)
             decisions.append(IntentDecision(label=labels[0], code="", confidence=significant(float(probs[order[0]])),
                                       steps=(), off_label_mass=0.0, candidates=labels,
                                       candidate_probs=tuple(significant(float(probs[i])) for i in order),
-                                      seconds=0.0))
+                                      seconds=0.0, details=_unread_note(text)))
         seconds = (time.perf_counter() - start) / max(len(texts), 1)
         return [replace(decision, seconds=seconds) for decision in decisions]
 
@@ -502,7 +515,7 @@ class ShortlistDecider:
     def _option_probs(self, shown: Sequence[str], texts: Sequence[str]) -> list[tuple[np.ndarray, float]]:
         """For each message in `texts`, asked with the same `shown` options: the renormalised
         probabilities of the options (in shown order) and the off-label mass."""
-        requests = [_fit_to_context(self._backend, self.messages(shown, text), reserve=32) for text in texts]
+        requests = [self.messages(shown, text) for text in texts]
         if self.answer == "names":
             if self._backend is None:  # the prompt (`messages`) works anywhere; scoring names does not
                 raise CapabilityError("answers as intent names are scored as sequences, which needs the embedded "
@@ -566,7 +579,7 @@ class ShortlistDecider:
                      "order_probs": [[significant(p) for p in row] for row in order_probs],
                      "content_free": [[significant(p) for p in row] for row in content_free],
                      "letters_chosen": chosen,
-                     "similarities": [significant(s) for _, s in nearest]})
+                     "similarities": [significant(s) for _, s in nearest], **_unread_note(text)})
 
 
 def _unshuffle(probs: np.ndarray, order: Sequence[int]) -> np.ndarray:

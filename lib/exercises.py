@@ -154,10 +154,35 @@ def _labelled_quote(quote_id: str) -> tuple[str, str]:
     return row["quote"], {section.id: section.text for section in load_corpus()}[row["section_id"]]
 
 
-@exercise("nb03-ex1", hint="Compare the passed_strict and passed_full columns of the per-kind table for the "
-          "kinds that should pass.", expects="a quote kind from quotes_labelled.jsonl, as a string")
-def _strict_false_alarm_kind(answer: Any) -> bool:
-    return _normalized(answer) == "elided"
+NB03_EX1_QUOTES = {
+    "a": "3,140 per month before tax",
+    "b": "140 per month before tax",
+    "c": "The Standard Stipend is 3,140 per month",
+    "d": "the standard stipend is 3,140 per month.",
+    "e": "Stipends are guaranteed for five years ... MSc students are not guaranteed a stipend.",
+    "f": "MSc students are guaranteed a stipend",
+}
+"""The quotes of exercise nb03-ex1, each to be judged against the section `handbook/stipends`."""
+
+
+@exercise("nb03-ex1", hint="Read the section, then go through the rules: formatting and a final full stop are "
+          "forgiven; a quote that starts inside a number, or leaves out a word, is not. Then run verify_quote "
+          "on each quote to see where your prediction went wrong.",
+          expects='the letters of the accepted quotes, as a string such as "ab"')
+def _predicted_verdicts(answer: Any) -> bool:
+    from lib.datasets import load_corpus
+    from lib.quotes import verify_quote
+
+    if isinstance(answer, str):
+        chosen = set(_normalized(answer).replace(",", " ").replace(" ", ""))
+    elif isinstance(answer, (list, tuple, set, frozenset)) and all(isinstance(letter, str) for letter in answer):
+        chosen = {_normalized(letter) for letter in answer}
+    else:
+        raise TypeError("expected a string of letters")
+    if not chosen <= set(NB03_EX1_QUOTES):
+        raise ValueError("expected letters a to f")
+    source = {section.id: section.text for section in load_corpus()}["handbook/stipends"]
+    return chosen == {letter for letter, quote in NB03_EX1_QUOTES.items() if verify_quote(quote, source).ok}
 
 
 @exercise("nb03-ex2", hint="Copy a sentence from the section and change only its formatting: capital letters, "

@@ -235,17 +235,91 @@ def schema_for_model(model: type[pydantic.BaseModel]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- grammars in llama.cpp
 
 
+MAX_GRAMMAR_NESTING = 100
+"""The deepest nesting of parentheses a grammar may have: llama.cpp's parser recurses once per
+level, and about 20,000 levels crash the process."""
+MAX_REPETITION = 10_000
+"""The largest count in a repetition such as `"a"{2,5}`: llama.cpp copies the repeated item that
+many times."""
+MAX_REPEATED_COPIES = 100_000
+"""The most copies all the repetitions of one grammar may ask for together."""
+
+_GBNF_TOKEN = re.compile(
+    r"""(?P<comment>\#[^\r\n]*+)
+    | (?P<string>"(?:[^"\\]++|\\.)*+")
+    | (?P<char_class>\[(?:[^\]\\]++|\\.)*+\])
+    | (?P<definition>[A-Za-z0-9_-]++\s*+::=)
+    | (?P<repetition>\{[^}]*+\})
+    | (?P<open>\()
+    | (?P<close>\))
+    | (?P<unterminated>["\[{])
+    | (?P<other>[A-Za-z0-9_-]++|[^"\[{()\#A-Za-z0-9_-]++)""",
+    re.VERBOSE | re.DOTALL,
+)
+"""One piece of GBNF text; every character belongs to one. Each run is scanned once (possessive
+quantifiers), so reading a grammar is linear in its length."""
+_REPETITION = re.compile(r"\{\s*(\d+)\s*(?:(,)\s*(\d*)\s*)?\}")
+
+
+def _check_grammar_structure(grammar: str) -> None:
+    """Raise ValueError, naming the rule and line, for what llama.cpp would hang or crash on.
+
+    llama.cpp expands a repetition `{m,n}` by copying, and with m > n (`"a"{2,1}`, a plausible
+    typo) it never stops and grows memory; deeply nested parentheses overflow its stack. This
+    reads the grammar once, in time linear in its length, before llama.cpp sees it.
+    """
+    rule, depth, copies = "(before the first rule)", 0, 0
+
+    def fail(position: int, problem: str) -> None:
+        line = grammar.count("\n", 0, position) + 1
+        raise ValueError(f"grammar rule {rule!r} (line {line}): {problem}")
+
+    for token in _GBNF_TOKEN.finditer(grammar):
+        kind, text = token.lastgroup, token.group()
+        if kind == "definition":
+            rule, depth = text[:-3].strip(), 0
+        elif kind == "open":
+            depth += 1
+            if depth > MAX_GRAMMAR_NESTING:
+                fail(token.start(), f"parentheses nested more than {MAX_GRAMMAR_NESTING} deep; "
+                                    "give inner groups names of their own (MAX_GRAMMAR_NESTING in lib/grammar.py)")
+        elif kind == "close":
+            depth = max(0, depth - 1)
+        elif kind == "unterminated":
+            fail(token.start(), f"{text!r} is never closed")
+        elif kind == "repetition":
+            bounds = _REPETITION.fullmatch(text)
+            if bounds is None:
+                fail(token.start(), f"repetition {text} is not {{m}}, {{m,}} or {{m,n}} with whole numbers")
+            low, comma, high = bounds.groups()
+            minimum, maximum = int(low), (int(high) if high else None) if comma else int(low)
+            if maximum is not None and minimum > maximum:
+                fail(token.start(), f"repetition {text} asks for at least {minimum} and at most {maximum}; "
+                                    f"did you mean {{{maximum},{minimum}}}?")
+            largest = minimum if maximum is None else maximum
+            if largest > MAX_REPETITION:
+                fail(token.start(), f"repetition {text} allows {largest} copies, more than {MAX_REPETITION} "
+                                    "(MAX_REPETITION in lib/grammar.py)")
+            copies += largest
+            if copies > MAX_REPEATED_COPIES:
+                fail(token.start(), f"the repetitions up to here ask for {copies} copies, more than "
+                                    f"{MAX_REPEATED_COPIES} in all (MAX_REPEATED_COPIES in lib/grammar.py)")
+
+
 def check_grammar(grammar: str) -> None:
     """Raise ValueError unless llama.cpp's own parser accepts `grammar` (GBNF with a 'root' rule).
 
     Checked locally, before any request: an empty grammar would be ignored silently, and a
-    malformed one can bring a llama.cpp server down. The parser needs no model (grammars that
+    malformed one can bring a llama.cpp server down. A reversed repetition (`{2,1}`), a count
+    over `MAX_REPETITION` and parentheses nested over `MAX_GRAMMAR_NESTING` deep are refused
+    before llama.cpp sees them (it would hang or crash), with the rule and line named. The parser needs no model (grammars that
     name tokens, like <|im_end|>, need one and are refused here).
     """
     if not isinstance(grammar, str):
         raise TypeError(f"grammar must be a string of GBNF rules, got {type(grammar).__name__}")
     if not grammar.strip():
         raise ValueError("the grammar is empty; give GBNF rules with a 'root' rule, or grammar=None for free text")
+    _check_grammar_structure(grammar)
     import llama_cpp
 
     sampler = llama_cpp.llama_sampler_init_grammar(None, grammar.encode("utf-8"), b"root")
@@ -263,6 +337,7 @@ class GrammarConstraint:
 
     def __init__(self, llama_cpp: Any, vocab: Any, grammar: str) -> None:
         self._llama_cpp = llama_cpp
+        _check_grammar_structure(grammar)
         self._sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
         if not self._sampler:
             raise ValueError("llama.cpp could not parse this GBNF grammar (it needs a 'root' rule):\n"

@@ -17,8 +17,9 @@ too. Lesson 06 shows why that matters.
 
 Deciders that read several distributions from one prompt (`lib.decisions`) use the embedded
 backend's public evaluation API: `prompt_ids`, `evaluate`, `continuation` (a prompt
-evaluated once, then the distribution after any short continuation), `next_token_distributions`
-(requests sharing a prefix, evaluated once) and `fit_to_context`.
+evaluated once, then the distribution after any short continuation) and `next_token_distributions`
+(requests sharing a prefix, evaluated once). A prompt longer than the context is refused
+(ValueError), never shortened.
 """
 from __future__ import annotations
 
@@ -454,18 +455,6 @@ class EmbeddedLLM(LocalMethods):
             self._llama.eval(ids[common:])
             distributions.append(log_softmax(self._last_logits()))
         return distributions
-
-    def fit_to_context(self, messages: Sequence[Message], *, reserve: int) -> list[Message]:
-        """`messages` with the last one shortened until the prompt and `reserve` more tokens fit the context."""
-        messages = validate_messages(messages)
-        while True:
-            ids, _ = self.prompt_ids(messages)
-            excess = len(ids) + reserve - self.n_ctx
-            text = messages[-1]["content"]
-            if excess <= 0 or not text:
-                return messages
-            keep = max(0, len(text) - max(16, 4 * excess))
-            messages = messages[:-1] + [{"role": messages[-1]["role"], "content": text[:keep]}]
 
     def _last_logits(self) -> np.ndarray:
         pointer = self._llama_cpp.llama_get_logits_ith(self._llama.ctx, -1)

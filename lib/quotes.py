@@ -5,37 +5,54 @@ change a number, or stitch two sentences together and still put the result in qu
 marks. `verify_quote` checks a quote against a source text in three steps, strictest first:
 
 1. **exact**: the quote is a verbatim substring of the source;
-2. **normalized**: it matches after Unicode NFKC, case folding, collapsing whitespace and
-   turning typographic quotes and dashes into ASCII ones (formatting, not wording);
+2. **normalized**: it matches after Unicode NFKC, case folding, collapsing whitespace,
+   removing invisible format characters and turning typographic quotes and dashes into
+   ASCII ones (formatting, not wording);
 3. **elided**: the quote uses an ellipsis ("...", "…", ". . .", "[...]") and every
-   fragment of at least three words is found, in order, close together.
+   fragment of at least three words is found, in order, close together (at most
+   `MAX_FRAGMENTS` fragments).
 
 Offsets always point into the *original* source, so a notebook can highlight the passage.
-Every match must start and end on word edges: "10 days" is not verified by "110 days",
-and "legal" is not verified by "illegal".
+Every match must start and end on a word and number boundary of the source: "10 days" is not
+verified by "110 days", "legal" not by "illegal", "140 per month" not by "3,140 per month",
+"90 per hour" not by "0.90 per hour" and "5 degrees" not by "-5 degrees" (see
+`_cuts_word_or_number`; invisible characters such as a zero-width space inside a number do
+not separate it).
+
+Punctuation policy: one full stop or comma at the very end of a quote is forgiven when the
+quote matches without it. It belongs to the sentence that quotes ("the office is 'in Room
+4.112 of the Aldren Building.'"), and a ✓ never certified that a quote ends where the
+source's sentence ends: the same words without the stop are a verbatim span. The match is
+then reported as "normalized", with the reason saying so. Nothing else is forgiven, and a
+stop that would end a number early ("up to 3." for "up to 3.5") still fails.
 
 The module also defines the structured answer an LLM is asked to produce
 (`GroundedAnswer`) and checks all of its quotes against a corpus (`verify_answer`).
 """
 from __future__ import annotations
 
-import bisect
 import html
 import re
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, Field
 
-from lib.text import TextWithOrigins, normalize_text, normalize_with_origins
+from lib.text import TYPOGRAPHIC_TO_ASCII, TextWithOrigins, normalize_text, normalize_with_origins
 
 QuoteKind = Literal["exact", "normalized", "elided", "not_found"]
 
 MIN_FRAGMENT_WORDS = 3
 """Each fragment of an elided quote needs this many words: shorter ones match anywhere."""
+
+MAX_FRAGMENTS = 50
+"""An elided quote may have at most this many fragments: a real quotation leaves out a few
+passages, not dozens, and the check costs one search of the source per fragment."""
+
 
 _ELLIPSIS = re.compile(r"(?:\[\s*+)?(?:\u2026|\.(?:\s*+\.){2,})(?:\s*+\])?")
 """An ellipsis: "…", three or more dots (spaces allowed between them), optionally in [].
@@ -63,6 +80,8 @@ class QuoteCheck:
     from the start of the first fragment to the end of the last, and `spans` holds one
     (start, end) pair per fragment; for exact and normalized matches `spans` holds the
     single span. `reason` explains the verdict in words, for people reading a report.
+    `dropped_mark` is the full stop or comma at the end of the quote that the match did without
+    ("" when none: see the punctuation policy in the module docstring).
     """
 
     kind: QuoteKind
@@ -70,6 +89,7 @@ class QuoteCheck:
     end: int | None = None
     spans: tuple[tuple[int, int], ...] = ()
     reason: str = ""
+    dropped_mark: str = ""
 
     @property
     def ok(self) -> bool:
@@ -86,67 +106,95 @@ def _is_word_character(character: str) -> bool:
     return character.isalnum() and not _UNSPACED_CHAR.match(character)
 
 
-def _on_word_edges(haystack: str, start: int, end: int) -> bool:
-    """Whether haystack[start:end] neither starts nor ends in the middle of a word."""
-    starts_mid_word = start > 0 and _is_word_character(haystack[start - 1]) and _is_word_character(haystack[start])
-    ends_mid_word = end < len(haystack) and _is_word_character(haystack[end - 1]) and _is_word_character(haystack[end])
-    return not (starts_mid_word or ends_mid_word)
+def _visible_index(haystack: str, position: int, step: int) -> int:
+    """The first index `position`, `position + step`, ... whose character is not an invisible format
+    character (Unicode category Cf: zero-width space, word joiner, soft hyphen, byte-order mark);
+    -1 or len(haystack) when there is none. A zero-width space inside "3\u200b140" joins the digits
+    on either side of it."""
+    while 0 <= position < len(haystack) and unicodedata.category(haystack[position]) == "Cf":
+        position += step
+    return position
 
 
-_FIND_CALLS_BEFORE_SCAN = 32
-"""After this many `str.find` calls for one needle, `_occurrences` finds the rest in one linear scan."""
+def _character(haystack: str, index: int) -> str:
+    return haystack[index] if 0 <= index < len(haystack) else ""
+
+
+def _is_inside_number(separator: str, digit_beyond: str) -> bool:
+    """Whether `separator` is a decimal point or thousands separator, a "." or "," with the digit
+    `digit_beyond` on its far side."""
+    return separator in ".," and digit_beyond.isdecimal()
+
+
+def _cuts_word_or_number(haystack: str, position: int) -> bool:
+    """Whether a match that starts or ends at `position` cuts a word or a number of `haystack` in two.
+
+    It does when the visible characters on either side are both letters or digits ("legal" in
+    "illegal"), when they are a digit and a "." or "," that goes on into digits ("140" in "3,140",
+    "90" in "0.90", "Room 4." in "Room 4.112"), or a sign and a digit ("5 degrees" in "-5 degrees").
+    Invisible format characters between them are skipped.
+    """
+    left, right = _visible_index(haystack, position - 1, -1), _visible_index(haystack, position, 1)
+    before, after = _character(haystack, left), _character(haystack, right)
+    if not before or not after:
+        return False
+    if _is_word_character(before) and _is_word_character(after):
+        return True
+    if before.isdecimal() and _is_inside_number(after, _character(haystack, _visible_index(haystack, right + 1, 1))):
+        return True
+    if after.isdecimal() and _is_inside_number(before, _character(haystack, _visible_index(haystack, left - 1, -1))):
+        return True
+    return after.isdecimal() and before.translate(TYPOGRAPHIC_TO_ASCII) in ("+", "-")
 
 
 def _occurrences(haystack: str, needle: str, is_boundary: Callable[[int], bool]) -> Iterator[int]:
-    """Start positions of `needle` in `haystack` that lie on word edges and allowed boundaries.
+    """Start positions of a non-empty `needle` in `haystack` that cut no word or number and lie on allowed boundaries.
 
     Overlapping occurrences are included: an elided quote may need a later one.
 
-    Time: each `str.find` is linear (CPython switches to the two-way algorithm for hard
-    cases), but a periodic needle ("aaaa...", "abab...") inside a long run has an
-    occurrence at nearly every position, and searching again after each rejected one would
-    cost O(len(haystack) * len(needle)). So after _FIND_CALLS_BEFORE_SCAN searches the
-    remaining occurrences come from one Knuth-Morris-Pratt scan, O(len(haystack) + len(needle)):
-    the whole search stays linear.
+    Time: linear in len(haystack) + len(needle), with the scanning done by `str.find` and
+    `str.startswith` in C. Searching again from each position after an occurrence would cost
+    O(len(haystack) * len(needle)) for a periodic needle ("abab...") inside a long run, which
+    occurs at nearly every position. Instead, with p the needle's smallest period: two
+    occurrences are at least p apart, and one that overlaps the previous by more than p
+    characters is p further on (Fine and Wilf's theorem). So after an occurrence at i, one
+    comparison of p characters says whether the next is at i + p, and otherwise the search
+    resumes past the overlap, at i + max(p, len(needle) - p) + 1.
     """
+    length = len(needle)
     position = haystack.find(needle)
-    calls = 1
+    period = None
     while position != -1:
-        if _valid_occurrence(haystack, needle, position, is_boundary):
+        if _valid_occurrence(haystack, length, position, is_boundary):
             yield position
-        if calls == _FIND_CALLS_BEFORE_SCAN:
-            for later in _all_occurrences(haystack, needle, position + 1):
-                if _valid_occurrence(haystack, needle, later, is_boundary):
-                    yield later
-            return
-        position = haystack.find(needle, position + 1)
-        calls += 1
+        if period is None:
+            period = _smallest_period(needle)
+        if haystack.startswith(needle[length - period:], position + length):
+            position += period
+        else:
+            position = haystack.find(needle, position + max(period, length - period) + 1)
 
 
-def _valid_occurrence(haystack: str, needle: str, position: int, is_boundary: Callable[[int], bool]) -> bool:
-    end = position + len(needle)
-    return is_boundary(position) and is_boundary(end) and _on_word_edges(haystack, position, end)
+def _valid_occurrence(haystack: str, length: int, position: int, is_boundary: Callable[[int], bool]) -> bool:
+    end = position + length
+    return (is_boundary(position) and is_boundary(end)
+            and not _cuts_word_or_number(haystack, position) and not _cuts_word_or_number(haystack, end))
 
 
-def _all_occurrences(haystack: str, needle: str, start: int) -> Iterator[int]:
-    """Every start position >= `start` of a non-empty `needle` in `haystack` (Knuth-Morris-Pratt, linear)."""
-    failure = [0] * len(needle)  # failure[k]: longest proper border of needle[:k + 1]
+def _smallest_period(text: str) -> int:
+    """The smallest p > 0 with text[i] == text[i + p] for every i (len(text) when there is none shorter).
+
+    From the Knuth-Morris-Pratt failure function: len(text) minus its longest proper border.
+    """
+    border_of = [0] * len(text)  # border_of[k]: longest proper border of text[:k + 1]
     border = 0
-    for k in range(1, len(needle)):
-        while border and needle[k] != needle[border]:
-            border = failure[border - 1]
-        if needle[k] == needle[border]:
+    for k in range(1, len(text)):
+        while border and text[k] != text[border]:
+            border = border_of[border - 1]
+        if text[k] == text[border]:
             border += 1
-        failure[k] = border
-    matched = 0
-    for index in range(start, len(haystack)):
-        while matched and haystack[index] != needle[matched]:
-            matched = failure[matched - 1]
-        if haystack[index] == needle[matched]:
-            matched += 1
-        if matched == len(needle):
-            yield index - len(needle) + 1
-            matched = failure[matched - 1]
+        border_of[k] = border
+    return len(text) - border_of[-1]
 
 
 def _not_found(reason: str) -> QuoteCheck:
@@ -183,10 +231,14 @@ def _match_elided(fragments: list[str], source: TextWithOrigins, max_gap: int) -
 
     Dynamic programming over occurrences: an occurrence of fragment i+1 is reachable when
     some reachable occurrence of fragment i ends before it starts, close enough. Among
-    those predecessors the one ending last leaves the smallest gap, so a bisect finds it.
+    those predecessors the one ending last leaves the smallest gap, so a sorted search finds
+    it (for all occurrences at once, in numpy). Each distinct fragment is searched once.
     This finds a placement whenever one exists (greedy earliest matches can miss one
     when a later occurrence of an early fragment is the only one close to the next).
     """
+    if len(fragments) > MAX_FRAGMENTS:
+        return _not_found(f"the quote has {len(fragments)} fragments; elided quotes may have at most "
+                          f"{MAX_FRAGMENTS} (MAX_FRAGMENTS in lib/quotes.py)")
     for number, fragment in enumerate(fragments, start=1):
         words = len(_WORD.findall(fragment))
         if words < MIN_FRAGMENT_WORDS:
@@ -196,36 +248,36 @@ def _match_elided(fragments: list[str], source: TextWithOrigins, max_gap: int) -
             )
     if sum(len(fragment) for fragment in fragments) > len(source.text):  # they could not fit without overlap
         return _not_found(f"the {len(fragments)} fragments are longer together than the source")
-    occurrences = [list(_occurrences(source.text, fragment, source.is_unit_boundary)) for fragment in fragments]
-    for number, (fragment, starts) in enumerate(zip(fragments, occurrences), start=1):
-        if not starts:
+    found = {fragment: np.fromiter(_occurrences(source.text, fragment, source.is_unit_boundary), dtype=np.int64)
+             for fragment in set(fragments)}
+    for number, fragment in enumerate(fragments, start=1):
+        if not len(found[fragment]):
             return _not_found(f"fragment {number} ({fragment!r}) is not in the source")
 
-    # reachable[i]: (normalised start, index of predecessor in reachable[i-1]) pairs
-    reachable: list[list[tuple[int, int]]] = [[(start, -1) for start in occurrences[0]]]
-    for previous_fragment, starts in zip(fragments, occurrences[1:]):
-        previous_ends = [start + len(previous_fragment) for start, _ in reachable[-1]]
-        current: list[tuple[int, int]] = []
-        for start in starts:
-            predecessor = bisect.bisect_right(previous_ends, start) - 1
-            if predecessor < 0:
-                continue
-            gap = source.origin_start[start] - source.origin_end[previous_ends[predecessor] - 1]
-            if gap <= max_gap:
-                current.append((start, predecessor))
-        if not current:
+    origin_start, origin_end = np.asarray(source.origin_start), np.asarray(source.origin_end)
+    # reachable[i]: the normalised starts of fragment i's reachable occurrences, shape (n_i,), and
+    # for each the index of its predecessor in reachable[i - 1], shape (n_i,)
+    reachable = [(found[fragments[0]], np.full(len(found[fragments[0]]), -1))]
+    for previous_fragment, fragment in zip(fragments, fragments[1:]):
+        starts = found[fragment]
+        previous_ends = reachable[-1][0] + len(previous_fragment)
+        predecessor = np.searchsorted(previous_ends, starts, side="right") - 1
+        gap = origin_start[starts] - origin_end[previous_ends[np.maximum(predecessor, 0)] - 1]
+        keep = (predecessor >= 0) & (gap <= max_gap)
+        if not keep.any():
             return _not_found(
                 f"the fragments are not all in the source in this order with gaps of at most {max_gap} characters"
             )
-        reachable.append(current)
+        reachable.append((starts[keep], predecessor[keep]))
 
     spans: list[tuple[int, int]] = []
     index = 0  # the earliest placement of the last fragment
-    for fragment, placements in zip(reversed(fragments), reversed(reachable)):
-        start, index = placements[index]
-        spans.append(_span_of(source, start, len(fragment)))
+    for fragment, (starts, predecessors) in zip(reversed(fragments), reversed(reachable)):
+        spans.append(_span_of(source, int(starts[index]), len(fragment)))
+        index = int(predecessors[index])
     spans.reverse()
-    reason = f"{len(spans)} fragments found in order, gaps of at most {max_gap} characters"
+    found_in_order = "1 fragment found" if len(spans) == 1 else f"{len(spans)} fragments found in order"
+    reason = f"{found_in_order}, gaps of at most {max_gap} characters"
     return QuoteCheck("elided", spans[0][0], spans[-1][1], tuple(spans), reason)
 
 
@@ -255,11 +307,11 @@ def verify_quote(quote: str, source: str, *, max_gap: int = 400) -> QuoteCheck:
         TypeError: if `quote` or `source` is not a str, or `max_gap` is not an int.
         ValueError: if `max_gap` is negative.
 
-    Time is linear in len(quote) + len(source) for exact and normalised matches: the
-    regular expressions never rescan a run from each of its positions, normalising is one
-    pass, and searching switches to one linear scan when a needle keeps recurring (see
-    `_occurrences`). An elided quote adds one search per fragment, O(fragments * len(source)),
-    where fragments that could not fit in the source together are refused before searching.
+    Time is linear in len(quote) + len(source): the regular expressions never rescan a run
+    from each of its positions, normalising is one pass, and searching stays linear when a
+    needle keeps recurring (see `_occurrences`). An elided quote adds one search per distinct
+    fragment, and has at most `MAX_FRAGMENTS` of them (more are not found, with the limit in
+    the reason), so it too is linear in the source.
     """
     if not isinstance(quote, str):
         raise TypeError(f"quote must be a str, got {type(quote).__name__}")
@@ -272,16 +324,29 @@ def verify_quote(quote: str, source: str, *, max_gap: int = 400) -> QuoteCheck:
         return _not_found("the quote is empty")
     if not _WORD.search(quote):  # e.g. only "...": it would match any ellipsis in the source
         return _not_found("the quote contains no words")
+    check = _match_as_written(quote, source, max_gap)
+    shorter = quote[:-1].rstrip()
+    if check.ok or quote[-1] not in ".," or shorter.endswith((".", "\u2026")):  # an ellipsis stays
+        return check
+    trimmed = _match_as_written(shorter, source, max_gap)
+    if not trimmed.ok:
+        return check
+    reason = (f"{trimmed.reason}, without the final {quote[-1]!r}: the punctuation of the sentence "
+              "that quotes it, not of the source")
+    return replace(trimmed, kind="normalized" if trimmed.kind == "exact" else trimmed.kind, reason=reason,
+                   dropped_mark=quote[-1])
+
+
+def _match_as_written(quote: str, source: str, max_gap: int) -> QuoteCheck:
+    """`verify_quote` for a stripped quote that holds a word, before forgiving a final full stop or comma."""
     exact = _match_exact(quote, source)
     if exact is not None:
         return exact
-
     normalized_source = _normalized_source(source)
     normalized_quote = normalize_text(quote)
     normalized = _match_normalized(normalized_quote, normalized_source) if normalized_quote else None
     if normalized is not None:
         return normalized
-
     pieces = _ELLIPSIS.split(quote)
     if len(pieces) == 1:
         return _not_found("not in the source, even after normalisation")

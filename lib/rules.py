@@ -18,8 +18,8 @@ home department, and tenured or emeritus members. Two details matter:
 Names, descriptions and thresholds live in one table, `RULES`, that both
 implementations read, so they cannot drift apart; the per-member tests are written twice
 (Python and Z3) on purpose, and a property test checks that they agree.
-Department names are compared case-insensitively, with any run of whitespace (a doubled
-space, a no-break space) read as one space.
+Department names are compared as `department_key` writes them: case, spacing, Unicode forms and
+invisible characters make no difference.
 """
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import z3
 from pydantic import BaseModel, Field
+
+from lib.text import normalize_text
 
 
 class CommitteeMember(BaseModel):
@@ -99,11 +101,16 @@ class CommitteeCheck:
 
 
 def department_key(department: str | None) -> str | None:
-    """A department name as every rule compares it: every run of whitespace (tabs, no-break
-    spaces, doubled spaces) made one space, ends stripped, case-folded; None when missing or blank."""
-    if department is None or not department.strip():
+    """A department name as every rule (Python and Z3) compares it; None when missing or blank.
+
+    `lib.text.normalize_text` (NFKC, so fullwidth letters and decomposed accents are the plain
+    ones; invisible format characters such as a zero-width space, word joiner, soft hyphen or
+    byte-order mark removed; case folded), then without spaces: an invisible character can stand
+    where the space was ("Computer\u200bScience"), and no two departments differ only in spacing.
+    """
+    if department is None:
         return None
-    return " ".join(department.split()).casefold()
+    return "".join(normalize_text(department).split()) or None
 
 
 def validated_members(members: Sequence[CommitteeMember], argument: str) -> list[CommitteeMember]:

@@ -75,6 +75,8 @@ def normalize_with_origins(text: str) -> TextWithOrigins:
         while cluster_end < len(text) and unicodedata.combining(text[cluster_end]):
             cluster_end += 1
         for character in fold(text[position:cluster_end]):
+            if unicodedata.category(character) == "Cf":  # invisible: zero-width space, soft hyphen, BOM, ...
+                continue
             if not character.isspace():
                 characters.append(character)
             elif characters and characters[-1] == " ":

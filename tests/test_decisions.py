@@ -154,3 +154,51 @@ def test_contextual_calibration_can_leave_an_abstain_option_alone():
 def test_significant_keeps_tiny_probabilities():
     assert significant(1.23456789e-9) == pytest.approx(1.23457e-9)
     assert significant(0.5) == 0.5
+
+
+# --- a long message is never cut without saying so (issue 24, item 8) ----------------------------
+
+class _CodeServer:
+    """A stand-in server for the full list's generated path: always answers "A-A", and keeps the prompts."""
+
+    backend_name = "openai-compatible"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def chat(self, messages, *, max_tokens, grammar=None, top_logprobs=0, **_):
+        from lib.llm import Completion, TokenLogprob
+
+        self.prompts.append(messages[-1]["content"])
+        return Completion("A-A", "stop", 0, 2, 0.0, (TokenLogprob("A", -0.1, (("A", -0.1), ("B", -2.4))),
+                                                    TokenLogprob("-A", -0.2, (("-A", -0.2), ("-B", -1.7)))))
+
+
+def test_a_long_message_is_decided_on_its_start_and_the_decision_says_how_much_it_did_not_read(groups):
+    from lib.decisions import MAX_MESSAGE_CHARS
+
+    message = "Some background about my account. " * 2_950 + "What I need: my card has not arrived."
+    assert len(message) > 100_000
+    server = _CodeServer()
+    decision = FullListDecider(server, groups).decide(message)
+    assert server.prompts == [message[:MAX_MESSAGE_CHARS]]
+    assert decision.unread_chars == len(message) - MAX_MESSAGE_CHARS
+    assert decision.details["unread_chars"] == decision.unread_chars  # saved with the row
+    short = FullListDecider(server, groups).decide("  my card has not arrived  ")
+    assert short.unread_chars == 0 and "unread_chars" not in short.details
+
+
+def test_the_baselines_say_how_much_of_a_long_message_they_did_not_read(small_pool, retriever):
+    from lib.decisions import MAX_MESSAGE_CHARS
+
+    message = "x" * (MAX_MESSAGE_CHARS + 123)
+    for decider in (NearestNeighbourDecider(retriever), LogRegDecider(small_pool)):
+        long, short = decider.decide_many([message, "where is my card?"])
+        assert long.unread_chars == 123 and short.unread_chars == 0, decider.method
+
+
+@pytest.mark.slow  # the embedded model
+def test_a_prompt_longer_than_the_context_is_refused_not_cut(embedded, groups):
+    message = "\U0001f4b3" * 2_000  # within MAX_MESSAGE_CHARS, but several tokens a character
+    with pytest.raises(ValueError, match=r"context holds \d+; shorten the prompt or set WORKBOOK_N_CTX"):
+        FullListDecider(embedded, groups).decide(message)

@@ -3,9 +3,22 @@ from lib.exercises import is_correct
 
 
 def test_nb03_ex1():
-    assert is_correct("nb03-ex1", "elided")[0]
-    assert not is_correct("nb03-ex1", "stitched")[0]
-    assert not is_correct("nb03-ex1", 3)[0]
+    from lib.datasets import load_corpus
+    from lib.exercises import NB03_EX1_QUOTES
+    from lib.quotes import verify_quote
+
+    source = {section.id: section.text for section in load_corpus()}["handbook/stipends"]
+    verdicts = {letter: verify_quote(quote, source) for letter, quote in NB03_EX1_QUOTES.items()}
+    assert {letter: check.kind for letter, check in verdicts.items()} == {
+        "a": "exact", "b": "not_found", "c": "normalized", "d": "normalized", "e": "elided", "f": "not_found"}
+    assert is_correct("nb03-ex1", "acde")[0]
+    assert is_correct("nb03-ex1", "A, C, D, E")[0]
+    assert is_correct("nb03-ex1", ["e", "d", "c", "a"])[0]
+    assert not is_correct("nb03-ex1", "ac")[0]  # the final full stop is forgiven, and so is the elision
+    assert not is_correct("nb03-ex1", "abcde")[0]  # b starts inside the number 3,140
+    assert not is_correct("nb03-ex1", "acdef")[0]  # f leaves out "not"
+    for malformed in (3, "xyz", None, ["ab"]):
+        assert not is_correct("nb03-ex1", malformed)[0]
 
 
 def test_nb03_ex2():

@@ -23,6 +23,7 @@ from lib.datasets import OUT_OF_SCOPE as OUT_OF_SCOPE_LABEL
 from lib.datasets import OUT_OF_SCOPE_GROUP, load_label_groups
 from lib.grammar import (
     assign_codes,
+    check_grammar,
     gbnf_for_codes,
     gbnf_for_options,
     letters,
@@ -336,3 +337,80 @@ def test_load_label_groups_rejects_a_file_that_misses_or_repeats_labels(tmp_path
     problems = r"more than one group.*\['a'\].*missing.*\['b', 'c'\].*not in the dataset.*\['x'\]"
     with pytest.raises(ValueError, match=problems):
         load_label_groups("banking77")
+
+
+# --- grammars llama.cpp would hang or crash on (issue 24, item 10) -------------------------------
+
+REFUSED = {
+    "reversed repetition": ('root ::= "a"{2,1}', r"grammar rule 'root' \(line 1\): repetition \{2,1\}.*\{1,2\}"),
+    "20,000-deep parentheses": ("root ::= " + "(" * 20_000 + '"a"' + ")" * 20_000,
+                                r"grammar rule 'root' \(line 1\): parentheses nested more than 100 deep"),
+    "reversed repetition in a later rule": ('root ::= item\nitem ::= "a"{5,3}', r"rule 'item' \(line 2\): repetition \{5,3\}"),
+    "count too large": ('root ::= "a"{0,99999}', r"allows 99999 copies, more than 10000 \(MAX_REPETITION"),
+    "too many copies in all": ("root ::= " + " ".join(['"a"{0,9000}'] * 12), r"more than 100000 in all \(MAX_REPEATED_COPIES"),
+    "count missing": ('root ::= "a"{,3}', r"repetition \{,3\} is not \{m\}, \{m,\} or \{m,n\}"),
+    "class never closed": ('root ::= "a" | [bc', r"'\[' is never closed"),
+    "101-deep parentheses": ("root ::= " + "(" * 101 + '"a"' + ")" * 101, r"nested more than 100 deep.*MAX_GRAMMAR_NESTING"),
+}
+
+
+@pytest.fixture(scope="module")
+def refusals() -> dict[str, str]:
+    """What `check_grammar` says about each grammar of REFUSED, asked in a child process: before
+    these checks, llama.cpp never returned on a reversed repetition and crashed on deep nesting."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = """
+import json, sys
+from lib.grammar import check_grammar
+said = {}
+for name, grammar in json.load(sys.stdin).items():
+    try:
+        check_grammar(grammar)
+        said[name] = "accepted"
+    except ValueError as error:
+        said[name] = str(error)
+print(json.dumps(said))
+"""
+    grammars = {name: grammar for name, (grammar, _) in REFUSED.items()}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    try:
+        done = subprocess.run([sys.executable, "-c", code], input=json.dumps(grammars), capture_output=True,
+                              text=True, timeout=120, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail("check_grammar did not return within 120 s on the grammars of REFUSED")
+    assert done.returncode == 0, f"the child process ended with {done.returncode}: {done.stderr[-2000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_grammar_llama_cpp_would_hang_or_crash_on_is_refused_naming_the_rule(name, refusals):
+    assert re.search(REFUSED[name][1], refusals[name]), refusals[name]
+
+
+@pytest.mark.parametrize("grammar", [
+    'root ::= "a"{1,2} "b"{3} "c"{2,} "d"{ 0 , 4 }',
+    "root ::= " + "(" * 100 + '"a"' + ")" * 100,
+    'root ::= "{5,1}" [{(] | "x" # a comment with {5,1} and (((\n',  # braces in strings, classes, comments
+])
+def test_grammars_within_the_limits_still_parse(grammar):
+    check_grammar(grammar)
+    assert _llama_cpp_parses(grammar)
+
+
+def test_checking_a_large_grammar_takes_time_linear_in_its_length():
+    """A 2 MB grammar whose last rule is too deep: the whole text is read, quickly, before llama.cpp."""
+    import time
+
+    timings = []
+    for alternatives in (20_000, 80_000):
+        grammar = ("root ::= " + " | ".join(['("x" [a-z]{0,1} ( "y" ) )'] * alternatives)
+                   + "\nlast ::= " + "(" * 101 + '"a"' + ")" * 101)
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match=r"rule 'last' \(line 2\)"):
+            check_grammar(grammar)
+        timings.append(time.perf_counter() - start)
+    assert timings[1] < 5 and timings[1] < 8 * timings[0] + 0.5

@@ -73,15 +73,6 @@ def test_a_continuation_reads_what_a_prefix_reads(embedded: EmbeddedLLM) -> None
     assert np.abs(np.exp(after[best]) - np.exp(with_prefix[best])).max() < 0.03
 
 
-def test_fit_to_context_shortens_only_the_last_message(embedded: EmbeddedLLM) -> None:
-    short = _ask("my card has not arrived")
-    assert embedded.fit_to_context(short, reserve=16) == short
-    long = _ask("where is my card? " * 2000)
-    fitted = embedded.fit_to_context(long, reserve=16)
-    assert fitted[0] == long[0] and long[1]["content"].startswith(fitted[1]["content"])
-    assert len(embedded.prompt_ids(fitted)[0]) + 16 <= embedded.n_ctx
-
-
 def test_scores_match_the_full_distribution(embedded: EmbeddedLLM) -> None:
     messages = _ask("I topped up but the money is not there")
     result = embedded.next_token_logprobs(messages, top_k=5, score_tokens=["A", "B"])

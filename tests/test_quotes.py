@@ -390,7 +390,8 @@ def test_verdicts_to_html_escapes_quotes_and_colours_marks():
 # --- the labelled quotes of the corpus -------------------------------------------------------
 
 LABELLED = Path(__file__).resolve().parent.parent / "data" / "corpus" / "quotes_labelled.jsonl"
-_EXPECTED_KIND = {"verbatim": "exact", "normalized": "normalized", "elided": "elided"}
+_EXPECTED_KIND = {"verbatim": "exact", "normalized": "normalized", "elided": "elided", "whole_section": "exact",
+                  "full_stop_added": "normalized"}
 
 
 def test_every_labelled_quote_gets_its_expected_verdict():
@@ -402,8 +403,10 @@ def test_every_labelled_quote_gets_its_expected_verdict():
     assert labelled
     wrong = []
     for row in labelled:
-        check = verify_quote(row["quote"], sections[row["section_id"]])
+        check = verify_quote(row["quote"], row.get("source") or sections[row["section_id"]])
         expected_kind = _EXPECTED_KIND.get(row["kind"], "not_found")
         if check.ok != row["expected_ok"] or check.kind != expected_kind:
             wrong.append((row["id"], row["kind"], check.kind, check.reason))
     assert wrong == []
+    kinds = {row["kind"] for row in labelled}
+    assert {"number_cut", "full_stop_added", "word_changed", "whole_section"} <= kinds  # issue 24 item 4, issue 23

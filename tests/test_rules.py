@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,45 @@ def test_no_advisor_violates_advisor_and_outside_member_and_says_why():
     check = check_committee(committee, CS)
     assert check.violated_rules == ["advisor", "outside-member"]
     assert "without an advisor" in check.violations[1]
+
+
+INVISIBLE_SPELLINGS = {
+    "zero-width space": "Computer\u200bScience",
+    "zero-width space beside the space": "Computer \u200bScience",
+    "byte-order mark": "\ufeffComputer Science",
+    "word joiner": "Computer\u2060 Science",
+    "soft hyphen": "Com\u00adputer Science",
+    "fullwidth letters": "\uff23\uff4f\uff4d\uff50\uff55\uff54\uff45\uff52 \uff33\uff43\uff49\uff45\uff4e\uff43\uff45",
+}
+ACCENTED = "Informatique Th\u00e9orique"
+
+
+@pytest.mark.parametrize("name", sorted(INVISIBLE_SPELLINGS))
+def test_an_invisible_character_does_not_make_an_outside_member(name):
+    """Four members all in Computer Science: no outside member, whatever one spelling hides."""
+    committee = [VALID[0], VALID[1], member("Elena Petrova"), member("Jonas Weber", INVISIBLE_SPELLINGS[name])]
+    for checker in (check_committee, z3_check_committee):
+        check = checker(committee, CS)
+        assert check.counts["outside-member"] == 0 and check.violated_rules == ["outside-member"], checker.__name__
+        assert check.counts["home-department"] == 4, checker.__name__
+        assert checker(committee, INVISIBLE_SPELLINGS[name]).counts["home-department"] == 4, checker.__name__
+
+
+def test_composed_and_decomposed_accents_are_one_department():
+    decomposed = unicodedata.normalize("NFD", ACCENTED)
+    assert decomposed != ACCENTED
+    committee = [member("Rachel Kim", ACCENTED, advisor=True, tenured=True), member("B", ACCENTED),
+                 member("C", ACCENTED), member("D", decomposed)]
+    for checker in (check_committee, z3_check_committee):
+        check = checker(committee, ACCENTED)
+        assert check.counts["outside-member"] == 0 and check.counts["home-department"] == 4, checker.__name__
+
+
+def test_a_department_of_invisible_characters_only_is_no_department():
+    with pytest.raises(ValueError, match="home_department"):
+        check_committee(VALID, "\u200b\ufeff")
+    committee = [*VALID[:3], member("Jonas Weber", "\u200b")]
+    assert check_committee(committee, CS).counts["outside-member"] == 1  # only Elena Petrova, Mathematics
 
 
 def test_empty_committee_violates_every_rule():
