@@ -38,6 +38,7 @@ from lib.grammar import GrammarConstraint, check_grammar
 from lib.logprobs import log_softmax
 from lib.model_file import (MODEL_GGUF_NAME, MODEL_LICENSE, MODEL_NAME, MODEL_SHA256, ModelFile, ModelFileError,
                             configured_model, sha256_of)
+from lib.settings import check_base_url, numeric_setting
 
 Message = dict[str, str]
 Candidate = tuple[str, float]
@@ -207,9 +208,11 @@ class EmbeddedLLM(LocalMethods):
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         self._llama_cpp = llama_cpp
+        self.n_ctx = n_ctx or numeric_setting("WORKBOOK_N_CTX", int, 4096, minimum=256, maximum=131072,
+                                              meaning="the embedded model's context size in tokens")
+        self.n_threads = n_threads or numeric_setting("WORKBOOK_THREADS", int, os.cpu_count() or 1, minimum=1,
+                                                      maximum=1024, meaning="the embedded model's CPU threads")
         self.model_file = model or configured_model()
-        self.n_ctx = n_ctx or int(os.environ.get("WORKBOOK_N_CTX", "4096"))
-        self.n_threads = n_threads or int(os.environ.get("WORKBOOK_THREADS", 0)) or os.cpu_count() or 1
         self._llama = llama_cpp.Llama(
             model_path=str(self.model_file.path), n_ctx=self.n_ctx, n_batch=self.n_ctx,
             n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False,
@@ -633,8 +636,9 @@ class BackendConfig:
         if not base_url or not model:
             raise ValueError("WORKBOOK_BACKEND=openai needs WORKBOOK_BASE_URL (e.g. http://127.0.0.1:8080/v1) "
                              "and WORKBOOK_MODEL (the server's model id)")
-        return cls("openai", base_url, model, os.environ.get("WORKBOOK_API_KEY"),
-                   int(os.environ.get("WORKBOOK_MAX_TOP_LOGPROBS", DEFAULT_SERVER_TOP_LOGPROBS)))
+        max_top_logprobs = numeric_setting("WORKBOOK_MAX_TOP_LOGPROBS", int, DEFAULT_SERVER_TOP_LOGPROBS, minimum=1,
+                                           maximum=1000, meaning="the most top candidates per token the server gives")
+        return cls("openai", check_base_url(base_url), model, os.environ.get("WORKBOOK_API_KEY"), max_top_logprobs)
 
     def identity(self) -> str:
         """The model identity recordings are keyed by, known without loading the model."""
