@@ -213,11 +213,16 @@ class EmbeddedLLM(LocalMethods):
         self.n_threads = n_threads or numeric_setting("WORKBOOK_THREADS", int, os.cpu_count() or 1, minimum=1,
                                                       maximum=1024, meaning="the embedded model's CPU threads")
         self.model_file = model or configured_model()
-        self._llama = llama_cpp.Llama(
-            model_path=str(self.model_file.path), n_ctx=self.n_ctx, n_batch=self.n_ctx,
-            n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False,
-            verbose=False,
-        )
+        try:
+            self._llama = llama_cpp.Llama(
+                model_path=str(self.model_file.path), n_ctx=self.n_ctx, n_batch=self.n_ctx,
+                n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False,
+                verbose=False,
+            )
+        except ValueError as error:  # llama-cpp-python's "Failed to load model from file"
+            raise ModelFileError(f"llama.cpp could not load {self.model_file.path} ({error}): the file is damaged or "
+                                 "not a GGUF model; delete it and run `make setup` (or point WORKBOOK_MODEL_PATH at "
+                                 "a good GGUF)") from None
         self._vocab = self._llama._model.vocab
         self._n_vocab = self._llama.n_vocab()
         self._pieces: dict[int, str] = {}
@@ -246,12 +251,15 @@ class EmbeddedLLM(LocalMethods):
         with at least SANITY_PINNED_MIN_LOGPROB: a damaged copy can write fluent nonsense
         with confident log-probabilities.
         """
-        logprobs = self.next_token_distribution(SANITY_PROMPT)
+        ids, shared = self.prompt_ids(validate_messages(SANITY_PROMPT))
+        self.evaluate(ids, shared)
+        logits = self._last_logits()
         self.clear_cache()
         problem = None
-        if not np.isfinite(logprobs).all():
-            problem = "its next-token log-probabilities hold NaN or infinity"
+        if not np.isfinite(logits).all():  # checked before log_softmax, which refuses NaN
+            problem = "its next-token logits hold NaN or infinity"
         else:
+            logprobs = log_softmax(logits)
             entropy = float(-(np.exp(logprobs) * logprobs).sum())
             top = self._top(logprobs, 5)
             if entropy > SANITY_MAX_ENTROPY_SHARE * math.log(len(logprobs)):
