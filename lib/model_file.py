@@ -115,8 +115,9 @@ def _assembly_folder(parent: Path) -> Iterator[Path]:
     """
     folder = Path(tempfile.mkdtemp(prefix=ASSEMBLY_PREFIX, dir=parent))
     try:
-        with open(folder / ".lock", "w") as lock:
+        with open(folder / ".lock-unheld", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            os.rename(folder / ".lock-unheld", folder / ".lock")  # `.lock` is never seen unlocked by a live run
             yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
