@@ -243,8 +243,9 @@ class EmbeddedLLM(LocalMethods):
     def _sanity_probe(self) -> None:
         """Refuse a model whose next-token distribution is garbage, before it answers anything.
 
-        One fixed question (a few tenths of a second). Any GGUF must give finite
-        log-probabilities, far from uniform (entropy under SANITY_MAX_ENTROPY_SHARE of the
+        One fixed question (a few tenths of a second). Any GGUF must give finite logits
+        (checked first: a model damaged early in the file gives NaN, which `log_softmax`
+        would refuse with no word about the file), log-probabilities far from uniform (entropy under SANITY_MAX_ENTROPY_SHARE of the
         uniform distribution's log(vocabulary)), with distinct top-5 values; a damaged file
         often gives NaN or five equal log-probabilities. The pinned model (recognised by
         its metadata name, which a damaged copy keeps) must also answer the known token
