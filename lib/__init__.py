@@ -2,9 +2,9 @@
 
 One module per idea (lib/README.md has a line on each). The model: `llm` (the API and the
 embedded backend), `openai_compatible` (the server backend), `recording` (record/replay),
-`model_file`, `embeddings`, `hashing`, `checklist`, `source`. Part I: `datasets`, `text`,
-`indexes`, `retrieval`, `quotes`, `structured`, `grounding`, `citations`, `extraction` (committee facts read by
-the model), `rules` (the committee rules in Python and Z3). Part II: `grammar`, `code_steps`,
+`model_file`, `settings` (the checked WORKBOOK_* numbers and URLs), `embeddings`, `hashing`,
+`checklist`, `source`. Part I: `datasets`, `text`, `indexes`, `retrieval`, `quotes`, `structured`,
+`grounding`, `citations`, `extraction` (committee facts read by the model), `rules` (the committee rules in Python and Z3). Part II: `grammar`, `code_steps`,
 `logprobs`, `decisions`, `runs`, `question_runs`, `semantic_entropy`. Part III: `checks` (the
 shared input checks), `calibration`, `selective` (with the one threshold fitter),
 `out_of_scope`, `routing`, `plots`, `assistant`. And `exercises` for every notebook.

@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 from lib.text import normalize_text
 
 
@@ -42,14 +44,32 @@ def exercise_ids() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def plain_answer(answer: Any) -> Any:
+    """`answer` as the Python value a checker compares: a numpy scalar or 0-d array becomes its
+    Python `int`, `float`, `bool` or `str` (`np.int64(18)` is `18`, `np.True_` is `True`);
+    anything else is returned unchanged.
+
+    A learner who computes an answer with numpy or pandas gets numpy scalars, and a checker that
+    asks `isinstance(answer, bool)` or `isinstance(answer, int)` would call a right answer wrong.
+    """
+    if isinstance(answer, (np.generic, np.ndarray)) and np.ndim(answer) == 0:
+        return answer.item()
+    return answer
+
+
 def is_correct(exercise_id: str, answer: Any) -> tuple[bool, str]:
-    """Judge `answer` without printing: (correct, note on what was expected if it was malformed)."""
+    """Judge `answer` without printing: (correct, note on what was expected if it was malformed).
+
+    Every checker sees `plain_answer(answer)`. Any answer gets a verdict, never a traceback: a
+    checker that cannot read it (a string where a number belongs, `10**400` or `inf` where a whole
+    number belongs, `None`, a list, any object) raises, and that counts as wrong with the note.
+    """
     if exercise_id not in _REGISTRY:
         raise KeyError(f"no exercise {exercise_id!r}; known: {', '.join(exercise_ids())}")
     item = _REGISTRY[exercise_id]
     try:
-        return bool(item.is_correct(answer)), ""
-    except (TypeError, ValueError, KeyError, AttributeError):
+        return bool(item.is_correct(plain_answer(answer))), ""
+    except Exception:  # whatever a malformed answer makes a checker raise; a learner gets the hint
         return False, f" (expected {item.expects})"
 
 

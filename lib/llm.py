@@ -39,6 +39,7 @@ from lib.grammar import GrammarConstraint, check_grammar
 from lib.logprobs import log_softmax
 from lib.model_file import (MODEL_GGUF_NAME, MODEL_LICENSE, MODEL_NAME, MODEL_SHA256, ModelFile, ModelFileError,
                             configured_model, sha256_of)
+from lib.settings import check_base_url, numeric_setting
 
 Message = dict[str, str]
 Candidate = tuple[str, float]
@@ -208,14 +209,21 @@ class EmbeddedLLM(LocalMethods):
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         self._llama_cpp = llama_cpp
+        self.n_ctx = n_ctx or numeric_setting("WORKBOOK_N_CTX", int, 4096, minimum=256, maximum=131072,
+                                              meaning="the embedded model's context size in tokens")
+        self.n_threads = n_threads or numeric_setting("WORKBOOK_THREADS", int, os.cpu_count() or 1, minimum=1,
+                                                      maximum=1024, meaning="the embedded model's CPU threads")
         self.model_file = model or configured_model()
-        self.n_ctx = n_ctx or int(os.environ.get("WORKBOOK_N_CTX", "4096"))
-        self.n_threads = n_threads or int(os.environ.get("WORKBOOK_THREADS", 0)) or os.cpu_count() or 1
-        self._llama = llama_cpp.Llama(
-            model_path=str(self.model_file.path), n_ctx=self.n_ctx, n_batch=self.n_ctx,
-            n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False,
-            verbose=False,
-        )
+        try:
+            self._llama = llama_cpp.Llama(
+                model_path=str(self.model_file.path), n_ctx=self.n_ctx, n_batch=self.n_ctx,
+                n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False,
+                verbose=False,
+            )
+        except ValueError as error:  # llama-cpp-python's "Failed to load model from file"
+            raise ModelFileError(f"llama.cpp could not load {self.model_file.path} ({error}): the file is damaged or "
+                                 "not a GGUF model; delete it and run `make setup` (or point WORKBOOK_MODEL_PATH at "
+                                 "a good GGUF)") from None
         self._vocab = self._llama._model.vocab
         self._n_vocab = self._llama.n_vocab()
         self._pieces: dict[int, str] = {}
@@ -236,20 +244,24 @@ class EmbeddedLLM(LocalMethods):
     def _sanity_probe(self) -> None:
         """Refuse a model whose next-token distribution is garbage, before it answers anything.
 
-        One fixed question (a few tenths of a second). Any GGUF must give finite
-        log-probabilities, far from uniform (entropy under SANITY_MAX_ENTROPY_SHARE of the
+        One fixed question (a few tenths of a second). Any GGUF must give finite logits
+        (checked first: a model damaged early in the file gives NaN, which `log_softmax`
+        would refuse with no word about the file), log-probabilities far from uniform (entropy under SANITY_MAX_ENTROPY_SHARE of the
         uniform distribution's log(vocabulary)), with distinct top-5 values; a damaged file
         often gives NaN or five equal log-probabilities. The pinned model (recognised by
         its metadata name, which a damaged copy keeps) must also answer the known token
         with at least SANITY_PINNED_MIN_LOGPROB: a damaged copy can write fluent nonsense
         with confident log-probabilities.
         """
-        logprobs = self.next_token_distribution(SANITY_PROMPT)
+        ids, shared = self.prompt_ids(validate_messages(SANITY_PROMPT))
+        self.evaluate(ids, shared)
+        logits = self._last_logits()
         self.clear_cache()
         problem = None
-        if not np.isfinite(logprobs).all():
-            problem = "its next-token log-probabilities hold NaN or infinity"
+        if not np.isfinite(logits).all():  # checked before log_softmax, which refuses NaN
+            problem = "its next-token logits hold NaN or infinity"
         else:
+            logprobs = log_softmax(logits)
             entropy = float(-(np.exp(logprobs) * logprobs).sum())
             top = self._top(logprobs, 5)
             if entropy > SANITY_MAX_ENTROPY_SHARE * math.log(len(logprobs)):
@@ -622,8 +634,9 @@ class BackendConfig:
         if not base_url or not model:
             raise ValueError("WORKBOOK_BACKEND=openai needs WORKBOOK_BASE_URL (e.g. http://127.0.0.1:8080/v1) "
                              "and WORKBOOK_MODEL (the server's model id)")
-        return cls("openai", base_url, model, os.environ.get("WORKBOOK_API_KEY"),
-                   int(os.environ.get("WORKBOOK_MAX_TOP_LOGPROBS", DEFAULT_SERVER_TOP_LOGPROBS)))
+        max_top_logprobs = numeric_setting("WORKBOOK_MAX_TOP_LOGPROBS", int, DEFAULT_SERVER_TOP_LOGPROBS, minimum=1,
+                                           maximum=1000, meaning="the most top candidates per token the server gives")
+        return cls("openai", check_base_url(base_url), model, os.environ.get("WORKBOOK_API_KEY"), max_top_logprobs)
 
     def identity(self) -> str:
         """The model identity recordings are keyed by, known without loading the model."""

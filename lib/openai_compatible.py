@@ -9,8 +9,6 @@ every way a server can fail raises `ServerUnavailableError` (nothing answers) or
 from __future__ import annotations
 
 import json
-import math
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from urllib.parse import urlparse
 from lib.llm import (DEFAULT_SERVER_TOP_LOGPROBS, CapabilityError, Completion, LocalMethods, Message, NextTokenLogprobs,
                      TokenLogprob, check_generation_args, library_versions, neutralise_template_tokens,
                      validate_messages)
+from lib.settings import check_base_url, numeric_setting
 
 
 class ServerUnavailableError(RuntimeError):
@@ -38,16 +37,8 @@ DEFAULT_TIMEOUT_S = 30.0
 
 def request_timeout() -> float:
     """The whole-request deadline for server calls: $WORKBOOK_TIMEOUT seconds, else DEFAULT_TIMEOUT_S."""
-    raw = os.environ.get("WORKBOOK_TIMEOUT", "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT_S
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"WORKBOOK_TIMEOUT={raw!r}: give the seconds a server request may take, e.g. 60")
-    return seconds
+    return numeric_setting("WORKBOOK_TIMEOUT", float, DEFAULT_TIMEOUT_S, minimum=0.1, maximum=86400.0,
+                           meaning="the seconds a server request may take")
 
 
 @dataclass(frozen=True)
@@ -113,7 +104,7 @@ class OpenAICompatibleLLM(LocalMethods):
         import httpx
 
         self._httpx = httpx
-        self.base_url = base_url.rstrip("/")
+        self.base_url = check_base_url(base_url, "base_url").rstrip("/")
         self.model = model
         self.max_top_logprobs = max_top_logprobs
         self.timeout = request_timeout() if timeout is None else timeout

@@ -22,3 +22,5 @@ if __name__ == "__main__":
         ensure_model(full_check=args.verify)
     except ModelFileError as error:
         sys.exit(f"[model] {error}")
+    except KeyboardInterrupt:
+        sys.exit("[model] interrupted; the partly downloaded and assembled files were removed")

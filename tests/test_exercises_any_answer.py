@@ -1,0 +1,79 @@
+"""Every exercise answers any input with "correct" or a hint, and takes numpy values as the Python ones."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+from scipy.special import softmax
+
+from lib.exercises import check, exercise_ids, is_correct
+from lib.runs import load_results
+
+BAD_ANSWERS = {"10**400": 10**400, "-10**400": -10**400, "inf": math.inf, "-inf": -math.inf, "nan": math.nan,
+               "np.nan": np.nan, "1e308": 1e308, "-1": -1, "0": 0, "1j": 1j, "'abc'": "abc", "''": "",
+               "b'18'": b"18", "[]": [], "[1, 2]": [1, 2], "(1,)": (1,), "None": None, "{}": {}, "{'a': 1}": {"a": 1},
+               "object()": object(), "np.array([1.0, 2.0])": np.array([1.0, 2.0])}
+
+
+@pytest.mark.parametrize("exercise_id", exercise_ids())
+@pytest.mark.parametrize("answer", list(BAD_ANSWERS.values()), ids=list(BAD_ANSWERS))
+def test_a_bad_answer_gets_a_hint_not_a_traceback(exercise_id, answer, capsys):
+    correct, _ = is_correct(exercise_id, answer)
+    assert not correct
+    check(exercise_id, answer)
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"❌ {exercise_id}: not yet") and "Hint:" in printed
+
+
+def _temperature_where_ranking_flips() -> float:
+    message_a, message_b = np.log([0.7, 0.3]), np.log([0.6, 0.1, 0.1, 0.1, 0.1])
+    return brentq(lambda t: softmax(message_a / t).max() - softmax(message_b / t).max(), 0.5, 1.0)
+
+
+def _clinc_handed_over_share() -> float:
+    frame = load_results("clinc150", "test", "embed-logreg")
+    return float((frame["confidence"].to_numpy() < 0.5)[(frame["label"] == "oos").to_numpy()].mean())
+
+
+RIGHT_ANSWERS = {
+    "nb00-ex1": 20, "nb00-ex2": "length", "nb00-ex3": 0.857,
+    "nb01-ex1": "helpdesk/passwords/account-lockout", "nb01-ex2": False, "nb01-ex3": 400,
+    "nb02-ex1": 0.96, "nb02-ex2": 0.4583, "nb02-ex3": "ask",
+    "nb03-ex1": "elided", "nb03-ex2": "THE STANDARD  STIPEND is 3,140 per month", "nb03-ex3": 80,
+    "nb04-ex1": "home-department", "nb05-ex1": 27, "nb05-ex2": 0.25, "nb05-ex3": 0.75,
+    "nb06-ex1": 2 ** (2 / 3), "nb06-ex2": 0.65 / 0.85, "nb06-ex3": 0.625,
+    "nb07-ex1": -(0.8 * math.log(0.4) + 0.2 * math.log(0.2)), "nb07-ex2": 10, "nb07-ex3": True,
+    "nb08-ex1": 0.4, "nb08-ex2": 0.5, "nb08-ex3": "under-confident",
+    "nb09-ex1": 2 / 3, "nb09-ex2": "over-confident", "nb09-ex3": _temperature_where_ranking_flips,
+    "nb10-ex1": False, "nb10-ex2": 15, "nb10-ex3": "Platt",
+    "nb11-ex1": 0.5, "nb11-ex2": 0.278, "nb11-ex3": _clinc_handed_over_share,
+    "nb12-ex1": 0.2, "nb12-ex2": 18, "nb12-ex3": "hand_over",
+    "nb13-ex1": "ask", "nb13-ex2": 0.778, "nb13-ex3": 0.75,
+}
+"""A right answer per exercise whose answer numpy can hold (not nb04-ex2 and nb04-ex3's records and names)."""
+
+
+def _numpy_versions(answer):
+    """The values numpy and pandas hand a learner for `answer`: numpy scalars of each width and a 0-d array."""
+    if isinstance(answer, bool):
+        return [np.bool_(answer), np.array(answer)]
+    if isinstance(answer, int):
+        return [np.int64(answer), np.int32(answer), np.uint16(answer), np.float64(answer), np.array(answer)]
+    if isinstance(answer, float):
+        return [np.float64(answer), np.float32(answer), np.array(answer)]
+    return [np.str_(answer), np.array(answer)]
+
+
+def test_every_exercise_but_the_record_ones_has_a_right_answer_here():
+    assert set(exercise_ids()) - set(RIGHT_ANSWERS) == {"nb04-ex2", "nb04-ex3"}
+
+
+@pytest.mark.parametrize("exercise_id", sorted(RIGHT_ANSWERS))
+def test_a_right_answer_as_a_numpy_value_is_right(exercise_id):
+    answer = RIGHT_ANSWERS[exercise_id]
+    answer = answer() if callable(answer) else answer
+    assert is_correct(exercise_id, answer) == (True, "")
+    for version in _numpy_versions(answer):
+        assert is_correct(exercise_id, version) == (True, ""), f"{type(version).__name__} {version!r}"
