@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
 from lib.selective import (UnreachableTargetWarning, accuracy_at_coverage, accuracy_coverage, agreement_features,
-                           auroc, aurc, fit_threshold, precision_at_recall, risk_coverage, threshold_curve)
+                           auroc, aurc, fit_threshold, precision_at_recall, risk_coverage, threshold_curve,
+                           top_two_gap)
 
 # Ties on purpose: 0.9 twice, one right and one wrong.
 CONFIDENCE = [0.8, 0.9, 0.5, 0.9]
@@ -208,3 +209,11 @@ def test_agreement_features_rejects_a_name_clash():
         agreement_features({"knn": frame}, frame)
     with pytest.raises(ValueError, match="empty"):
         agreement_features({}, frame)
+
+
+def test_top_two_gap_is_the_lead_of_the_best_option():
+    assert top_two_gap([0.2, 0.5, 0.3]) == pytest.approx(0.2)
+    assert top_two_gap(np.array([0.4, 0.4, 0.2])) == 0.0  # torn between two options
+    assert top_two_gap([0.9]) == 0.9  # a single option leads by all of it
+    with pytest.raises(ValueError, match="empty"):
+        top_two_gap([])
