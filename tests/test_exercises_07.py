@@ -1,27 +1,21 @@
-"""The notebook 06 exercise checkers accept the right answer and reject wrong ones."""
+"""The notebook 07 exercise checkers accept the right answer and reject wrong ones."""
 import math
 
 from lib.exercises import is_correct
-from lib.logprobs import perplexity, renormalize
+from lib.logprobs import renormalize
 
 
-def test_ex1_perplexity():
-    assert is_correct("nb06-ex1", perplexity([math.log(0.5), math.log(0.5), 0.0]))[0]
-    assert not is_correct("nb06-ex1", 2.0)[0]
-    assert not is_correct("nb06-ex1", "low")[0]
-
-
-def test_ex2_renormalised_group():
+def test_ex1_renormalised_group():
     candidates = [("A", math.log(0.6)), ("B", math.log(0.2)), ("Hello", math.log(0.15)), (" A", math.log(0.05))]
     probabilities, off_label = renormalize(candidates, ["A", "B"])
-    assert is_correct("nb06-ex2", probabilities["A"])[0]
-    assert not is_correct("nb06-ex2", 0.6)[0]
-    assert not is_correct("nb06-ex2", 0.6 / 0.8)[0]
+    assert is_correct("nb07-ex1", probabilities["A"])[0]
+    assert not is_correct("nb07-ex1", 0.6)[0]
+    assert not is_correct("nb07-ex1", 0.6 / 0.8)[0]
     assert off_label == 0.15 or math.isclose(off_label, 0.15)
 
 
-def test_ex3_too_few_candidates():
+def test_ex2_too_few_candidates():
     top_two, _ = renormalize([("B", math.log(0.5)), ("A", math.log(0.3))], ["A", "B", "C"])
-    assert is_correct("nb06-ex3", top_two["B"])[0]
-    assert not is_correct("nb06-ex3", 0.5 / 0.9)[0]
-    assert not is_correct("nb06-ex3", None)[0]
+    assert is_correct("nb07-ex2", top_two["B"])[0]
+    assert not is_correct("nb07-ex2", 0.5 / 0.9)[0]
+    assert not is_correct("nb07-ex2", None)[0]

@@ -1,4 +1,4 @@
-"""The notebook 07 exercise checkers accept the right answer and reject wrong ones."""
+"""The notebook 08 exercise checkers accept the right answer and reject wrong ones."""
 import math
 
 from lib.exercises import is_correct
@@ -7,17 +7,17 @@ from lib.text import matches_gold
 
 
 def test_ex1_entropy():
-    assert is_correct("nb07-ex1", discrete_semantic_entropy([0, 0, 1, 1, 2]))[0]
-    assert not is_correct("nb07-ex1", math.log(3))[0]
-    assert not is_correct("nb07-ex1", "a lot")[0]
+    assert is_correct("nb08-ex1", discrete_semantic_entropy([0, 0, 1, 1, 2]))[0]
+    assert not is_correct("nb08-ex1", math.log(3))[0]
+    assert not is_correct("nb08-ex1", "a lot")[0]
 
 
 def test_ex2_calls():
-    assert is_correct("nb07-ex2", 10)[0]
-    assert not is_correct("nb07-ex2", 20)[0]
+    assert is_correct("nb08-ex2", 10)[0]
+    assert not is_correct("nb08-ex2", 20)[0]
 
 
 def test_ex3_matches_gold():
-    assert is_correct("nb07-ex3", matches_gold("thirty-six credits", "36 credits"))[0]
-    assert not is_correct("nb07-ex3", False)[0]
-    assert not is_correct("nb07-ex3", "yes")[0]
+    assert is_correct("nb08-ex3", matches_gold("thirty-six credits", "36 credits"))[0]
+    assert not is_correct("nb08-ex3", False)[0]
+    assert not is_correct("nb08-ex3", "yes")[0]

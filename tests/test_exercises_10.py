@@ -1,4 +1,4 @@
-"""The notebook 09 exercise checkers accept the right answer and reject wrong ones."""
+"""The notebook 10 exercise checkers accept the right answer and reject wrong ones."""
 import numpy as np
 from scipy.special import softmax
 
@@ -6,14 +6,14 @@ from lib.exercises import is_correct
 
 
 def test_ex1_temperature_two():
-    assert is_correct("nb09-ex1", float(softmax(np.log([0.8, 0.2]) / 2).max()))[0]
-    assert not is_correct("nb09-ex1", 0.8)[0]
-    assert not is_correct("nb09-ex1", "two thirds")[0]
+    assert is_correct("nb10-ex1", float(softmax(np.log([0.8, 0.2]) / 2).max()))[0]
+    assert not is_correct("nb10-ex1", 0.8)[0]
+    assert not is_correct("nb10-ex1", "two thirds")[0]
 
 
 def test_ex2_direction():
-    assert is_correct("nb09-ex2", "over-confident")[0]
-    assert not is_correct("nb09-ex2", "under-confident")[0]
+    assert is_correct("nb10-ex2", "over-confident")[0]
+    assert not is_correct("nb10-ex2", "under-confident")[0]
 
 
 def test_ex3_temperature_where_the_ranking_flips():
@@ -22,8 +22,8 @@ def test_ex3_temperature_where_the_ranking_flips():
     gap = np.array([softmax(a / t).max() - softmax(b / t).max() for t in grid])
     crossing = float(grid[np.argmin(np.abs(gap))])
     assert 0.6 < crossing < 0.75
-    assert is_correct("nb09-ex3", round(crossing, 2))[0]
-    assert is_correct("nb09-ex3", crossing)[0]
+    assert is_correct("nb10-ex3", round(crossing, 2))[0]
+    assert is_correct("nb10-ex3", crossing)[0]
     for wrong in (0.5, 1.0, 0.75, 0.6):
-        assert not is_correct("nb09-ex3", wrong)[0]
-    assert not is_correct("nb09-ex3", "about 0.7")[0]
+        assert not is_correct("nb10-ex3", wrong)[0]
+    assert not is_correct("nb10-ex3", "about 0.7")[0]

@@ -1,0 +1,23 @@
+"""The notebook 06 exercise checkers accept the right answer and reject wrong ones."""
+import math
+
+from lib.exercises import is_correct
+from lib.logprobs import perplexity, sequence_confidence
+
+
+def test_ex1_perplexity():
+    assert is_correct("nb06-ex1", perplexity([math.log(0.5), math.log(0.5), 0.0]))[0]
+    assert not is_correct("nb06-ex1", 2.0)[0]
+    assert not is_correct("nb06-ex1", "low")[0]
+
+
+def test_ex2_geometric_mean_gap():
+    a = [math.log(0.9)] * 6 + [math.log(0.1)]
+    b = [math.log(0.7)] * 2
+    gap = sequence_confidence(a, "geometric") - sequence_confidence(b, "geometric")
+    assert gap < 0 < sequence_confidence(a, "mean") - sequence_confidence(b, "mean"), "the two means must disagree here"
+    assert is_correct("nb06-ex2", gap)[0]
+    assert is_correct("nb06-ex2", round(gap, 3))[0]
+    assert not is_correct("nb06-ex2", -gap)[0]
+    assert not is_correct("nb06-ex2", sequence_confidence(a, "mean") - sequence_confidence(b, "mean"))[0]
+    assert not is_correct("nb06-ex2", "B")[0]
