@@ -238,3 +238,44 @@ def test_each_notebook_states_its_learner_time_at_the_top(path):
     stated = re.search(r"\*About (\d+) minutes\.\*", first)
     assert stated, f"{path.name}: its first cell should say how long it takes a learner, as *About 60 minutes.*"
     assert int(stated.group(1)) <= 90, f"{path.name} says {stated.group(0)}: more than one class session of 90 minutes"
+
+
+def rebound_names(code: str) -> list[str]:
+    """Names a cell reads from earlier cells and then rebinds, so that running it twice reads its own result.
+
+    E.g. ``tokens = [t for answer in tokens for t in answer]``: the second run flattens the flat
+    list. A name the cell assigns before reading it (``rows = []`` ... ``rows.append``) is fine,
+    and so are names a comprehension, lambda or function binds for itself.
+    """
+    source = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    local = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+             and any(node in ast.walk(scope) for scope in ast.walk(tree)
+                     if isinstance(scope, (ast.comprehension, ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)))}
+    bound, rebound = set(), []
+    for statement in tree.body:
+        stores = {node.id for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+        reads = {node.id for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        if isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+            reads.add(statement.target.id)
+        if not isinstance(statement, (ast.For, ast.While, ast.If, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)):
+            rebound += sorted((stores & reads) - bound - local)
+        bound |= stores
+    return rebound
+
+
+def test_the_rerun_check_catches_what_it_should():
+    assert rebound_names("tokens = [t for answer in tokens for t in answer]\nprint(len(tokens))") == ["tokens"]
+    assert rebound_names("total += 1") == ["total"]
+    assert rebound_names("rows = []\nfor r in data:\n    rows.append(r)\nrows = sorted(rows)") == []
+    assert rebound_names("flat = [t for answer in tokens for t in answer]\nsquare = lambda x: x * x") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_code_cell_can_run_twice(path):
+    problems = [f"cell {i}: {name}" for i, text in cells(path, "code") for name in rebound_names(text)]
+    assert not problems, (f"{path.name}: these cells rebind a name they read from an earlier cell, so a second run "
+                          f"reads their own result; give the result a new name: {problems}")
