@@ -271,23 +271,23 @@ def _member_that_fixes_the_committee(answer: Any) -> bool:
     return check_committee([*committee, chosen[0]], case["home_department"]).ok
 
 
-# --------------------------------------------------------------------------- notebook 07
+# --------------------------------------------------------------------------- notebook 08
 
 
-@exercise("nb07-ex1", hint="Shares 2/5, 2/5 and 1/5; entropy is -sum p log p with the natural log.",
+@exercise("nb08-ex1", hint="Shares 2/5, 2/5 and 1/5; entropy is -sum p log p with the natural log.",
           expects="a number of nats, e.g. 0.5")
 def _semantic_entropy_by_hand(answer: Any) -> bool:
     shares = (0.4, 0.4, 0.2)
     return _close(answer, -sum(p * math.log(p) for p in shares), tolerance=0.005)
 
 
-@exercise("nb07-ex2", hint="The k-th answer is compared with one representative per existing cluster, and "
+@exercise("nb08-ex2", hint="The k-th answer is compared with one representative per existing cluster, and "
           "bidirectional() stops after the first direction says no.", expects="a whole number")
 def _entailment_calls(answer: Any) -> bool:
     return float(answer) == sum(range(5))
 
 
-@exercise("nb07-ex3", hint="Run matches_gold on the two strings, and read normalize_answer's docstring on number words.",
+@exercise("nb08-ex3", hint="Run matches_gold on the two strings, and read normalize_answer's docstring on number words.",
           expects="True or False")
 def _number_words_match(answer: Any) -> bool:
     if not isinstance(answer, bool):
@@ -322,10 +322,10 @@ def _three_token_intent(answer: Any) -> bool:
     return _close(answer, 0.30 / (0.30 + 0.10), tolerance=0.005)
 
 
-# --------------------------------------------------------------------------- notebook 08
+# --------------------------------------------------------------------------- notebook 09
 
 
-@exercise("nb08-ex1", hint="The two 0.9s share a bin, and so do the two 0.6s; per bin take |accuracy - mean "
+@exercise("nb09-ex1", hint="The two 0.9s share a bin, and so do the two 0.6s; per bin take |accuracy - mean "
           "confidence| and weight it by the bin's share of the four answers.", expects="a number, e.g. 0.25")
 def _ece_by_hand(answer: Any) -> bool:
     from lib.calibration import ece
@@ -333,19 +333,19 @@ def _ece_by_hand(answer: Any) -> bool:
     return _close(answer, ece([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.005)
 
 
-@exercise("nb08-ex2", hint="AUROC is the chance that a random right answer gets a higher confidence than a random "
+@exercise("nb09-ex2", hint="AUROC is the chance that a random right answer gets a higher confidence than a random "
           "wrong one, with ties counting one half.", expects="a number between 0 and 1")
 def _constant_auroc(answer: Any) -> bool:
     return _close(answer, 0.5, tolerance=1e-9)
 
 
-@exercise("nb08-ex3", hint="Compare the mean confidence with the share of answers that were right: which is larger?",
+@exercise("nb09-ex3", hint="Compare the mean confidence with the share of answers that were right: which is larger?",
           expects='"over-confident" or "under-confident"')
 def _anchor_direction(answer: Any) -> bool:
     return _normalized(answer).replace(" ", "-") == "under-confident"
 
 
-# --------------------------------------------------------------------------- notebook 06
+# --------------------------------------------------------------------------- notebooks 06 and 07
 
 
 @exercise("nb06-ex1", hint="Perplexity is exp(-mean log-probability); the logs here are ln 0.5, ln 0.5 and ln 1.",
@@ -354,34 +354,41 @@ def _perplexity_by_hand(answer: Any) -> bool:
     return _close(answer, math.exp(-(2 * math.log(0.5)) / 3), tolerance=0.005)
 
 
-@exercise("nb06-ex2", hint="' A' counts as 'A'; 'Hello' is off-label. Divide A's total by the allowed total.",
+@exercise("nb06-ex2", hint="The geometric mean is exp(mean log-probability): for A, the mean of six ln 0.9 and one "
+          "ln 0.1; for B, ln 0.7. Subtract B's from A's.", expects="a number, e.g. -0.1")
+def _geometric_mean_gap(answer: Any) -> bool:
+    a_geometric = math.exp((6 * math.log(0.9) + math.log(0.1)) / 7)
+    return _close(answer, a_geometric - 0.7, tolerance=0.0015)
+
+
+@exercise("nb07-ex1", hint="' A' counts as 'A'; 'Hello' is off-label. Divide A's total by the allowed total.",
           expects="a probability between 0 and 1")
 def _renormalised_group(answer: Any) -> bool:
     return _close(answer, (0.6 + 0.05) / (0.6 + 0.05 + 0.2), tolerance=0.002)
 
 
-@exercise("nb06-ex3", hint="Renormalise over the two candidates you were given, not over all three.",
+@exercise("nb07-ex2", hint="Renormalise over the two candidates you were given, not over all three.",
           expects="a probability between 0 and 1")
 def _too_few_candidates(answer: Any) -> bool:
     return _close(answer, 0.5 / (0.5 + 0.3), tolerance=0.002)
 
 
-# --------------------------------------------------------------------------- notebook 11
+# --------------------------------------------------------------------------- notebooks 12 and 13
 
 
-@exercise("nb11-ex1", hint="List every (right, wrong) pair and count the pairs where the right answer has the "
+@exercise("nb12-ex1", hint="List every (right, wrong) pair and count the pairs where the right answer has the "
           "higher confidence; divide by the number of pairs.", expects="a number between 0 and 1")
 def _auroc_by_hand(answer: Any) -> bool:
     return _close(answer, 0.5, tolerance=1e-6)
 
 
-@exercise("nb11-ex2", hint="Act on the top 1, 2, 3 answers in turn; the risk is the share of wrong answers among "
+@exercise("nb12-ex2", hint="Act on the top 1, 2, 3 answers in turn; the risk is the share of wrong answers among "
           "those acted on. AURC is the mean of the three risks.", expects="a number between 0 and 1")
 def _aurc_by_hand(answer: Any) -> bool:
     return _close(answer, (0.0 + 0.5 + 1.0 / 3.0) / 3.0, tolerance=0.001)
 
 
-@exercise("nb11-ex3", hint="Take the out-of-scope rows (~in_scope_test), compare their embed-logreg confidence with "
+@exercise("nb13-ex1", hint="Take the out-of-scope rows (~in_scope_test), compare their embed-logreg confidence with "
           "0.5, and take the mean of the comparison.", expects="a number between 0 and 1")
 def _clinc_handed_over_share(answer: Any) -> bool:
     from lib.datasets import OUT_OF_SCOPE
@@ -393,23 +400,34 @@ def _clinc_handed_over_share(answer: Any) -> bool:
     return _close(answer, float(handed_over[out_of_scope].mean()), tolerance=0.002)
 
 
-# --------------------------------------------------------------------------- notebook 09
+@exercise("nb13-ex2", hint="Keep the wrong answers (~correct); among them, count those whose group held the gold "
+          "intent (in_candidates) and divide by the number of wrong answers.", expects="a number between 0 and 1")
+def _right_group_share_of_errors(answer: Any) -> bool:
+    from lib.runs import load_results
+
+    frame = load_results("banking77", "calibration", "full")
+    wrong = ~frame["correct"].to_numpy(bool)
+    right_group = frame["in_candidates"].to_numpy(bool)
+    return _close(answer, float(right_group[wrong].mean()), tolerance=0.001)
 
 
-@exercise("nb09-ex1", hint="Divide the log-probabilities by 2, i.e. take square roots of 0.8 and 0.2, then "
+# --------------------------------------------------------------------------- notebook 10
+
+
+@exercise("nb10-ex1", hint="Divide the log-probabilities by 2, i.e. take square roots of 0.8 and 0.2, then "
           "renormalise so they sum to 1.", expects="a number between 0 and 1")
 def _temperature_two(answer: Any) -> bool:
     top = math.sqrt(0.8) / (math.sqrt(0.8) + math.sqrt(0.2))
     return _close(answer, top, tolerance=0.005)
 
 
-@exercise("nb09-ex2", hint="T > 1 flattens the distributions: which kind of model needs its confidence lowered?",
+@exercise("nb10-ex2", hint="T > 1 flattens the distributions: which kind of model needs its confidence lowered?",
           expects='"over-confident" or "under-confident"')
 def _temperature_direction(answer: Any) -> bool:
     return _normalized(answer).replace(" ", "-") == "over-confident"
 
 
-@exercise("nb09-ex3", hint="Write the top confidence of each message as a function of T (softmax of the logs divided "
+@exercise("nb10-ex3", hint="Write the top confidence of each message as a function of T (softmax of the logs divided "
           "by T), then try temperatures between 0.5 and 1, or let scipy.optimize.brentq find where the difference is 0.",
           expects="a temperature, e.g. 0.8")
 def _temperature_where_ranking_flips(answer: Any) -> bool:
@@ -422,10 +440,10 @@ def _temperature_where_ranking_flips(answer: Any) -> bool:
     return _close(answer, crossing, tolerance=0.006)
 
 
-# --------------------------------------------------------------------------- notebook 10
+# --------------------------------------------------------------------------- notebook 11
 
 
-@exercise("nb10-ex1", hint="Isotonic means the fitted map never goes down as the raw confidence goes up.",
+@exercise("nb11-ex1", hint="Isotonic means the fitted map never goes down as the raw confidence goes up.",
           expects="True or False")
 def _isotonic_can_decrease(answer: Any) -> bool:
     if not isinstance(answer, bool):
@@ -433,56 +451,56 @@ def _isotonic_can_decrease(answer: Any) -> bool:
     return answer is False
 
 
-@exercise("nb10-ex2", hint="Every raw confidence in one bin is replaced by the same number.", expects="a whole number")
+@exercise("nb11-ex2", hint="Every raw confidence in one bin is replaced by the same number.", expects="a whole number")
 def _histogram_distinct_values(answer: Any) -> bool:
     if isinstance(answer, bool) or float(answer) != int(answer):
         raise ValueError("expected a whole number")
     return int(answer) == 15
 
 
-@exercise("nb10-ex3", hint="One of them is a logistic regression on a single feature: a slope and an intercept.",
+@exercise("nb11-ex3", hint="One of them is a logistic regression on a single feature: a slope and an intercept.",
           expects="a calibrator name, as a string")
 def _two_parameter_calibrator(answer: Any) -> bool:
     return _normalized(answer).removesuffix(" scaling") == "platt"
 
 
-# --------------------------------------------------------------------------- notebook 12
+# --------------------------------------------------------------------------- notebook 14
 
 
-@exercise("nb12-ex1", hint="If the top answer is right with probability p, asking costs p * 1 + (1 - p) * (1 + 5); "
+@exercise("nb14-ex1", hint="If the top answer is right with probability p, asking costs p * 1 + (1 - p) * (1 + 5); "
           "set that equal to the cost of handing over and solve for p.", expects="a probability between 0 and 1")
 def _ask_break_even(answer: Any) -> bool:
     return _close(answer, 0.2, tolerance=0.005)
 
 
-@exercise("nb12-ex2", hint="k = ceil((n + 1) * (1 - alpha)) with n calibration messages.", expects="a whole number")
+@exercise("nb14-ex2", hint="k = ceil((n + 1) * (1 - alpha)) with n calibration messages.", expects="a whole number")
 def _conformal_rank(answer: Any) -> bool:
     return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 18
 
 
-@exercise("nb12-ex3", hint="An empty set means no intent is plausible enough; read set_router's docstring.",
+@exercise("nb14-ex3", hint="An empty set means no intent is plausible enough; read set_router's docstring.",
           expects='"act", "ask" or "hand_over"')
 def _empty_set_decision(answer: Any) -> bool:
     return _normalized(answer).replace(" ", "_").replace("-", "_") in ("hand_over", "handover")
 
 
-# --------------------------------------------------------------------------- notebook 13
+# --------------------------------------------------------------------------- notebook 15
 
 
-@exercise("nb13-ex1", hint="The boundary passed; compare the top score and the margin with their thresholds, "
+@exercise("nb15-ex1", hint="The boundary passed; compare the top score and the margin with their thresholds, "
           "then, if the retrieval gate fails, the top score with the ask threshold.",
           expects='"act", "ask", "out_of_scope" or "hand_over"')
 def _assistant_decision(answer: Any) -> bool:
     return _normalized(answer).replace(" ", "_").replace("-", "_") == "ask"
 
 
-@exercise("nb13-ex2", hint="Add exp(-0.7) and exp(-1.6) for yes, exp(-1.9) and exp(-3.0) for no, "
+@exercise("nb15-ex2", hint="Add exp(-0.7) and exp(-1.6) for yes, exp(-1.9) and exp(-3.0) for no, "
           "then divide yes by yes + no.", expects="a probability between 0 and 1")
 def _answerability_from_logprobs(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 0.7779, tolerance=0.002)
 
 
-@exercise("nb13-ex3", hint="Unjudged answers are left out: divide the answers judged right by the answers judged.",
+@exercise("nb15-ex3", hint="Unjudged answers are left out: divide the answers judged right by the answers judged.",
           expects="a number between 0 and 1")
 def _answer_precision(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 0.75, tolerance=0.005)

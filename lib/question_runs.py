@@ -1,4 +1,4 @@
-"""The saved runs behind notebooks 05, 06, 07 and 13: every question or message they measure, answered once.
+"""The saved runs behind notebooks 05, 06, 07, 08 and 15: every question or message they measure, answered once.
 
 A notebook re-executes in a couple of minutes; measuring 60 handbook questions with samples
 and entailment checks, or 128 test questions through the whole assistant, takes the 1.5B
@@ -8,12 +8,12 @@ header with model, settings and their fingerprint, mode and command; one row per
 resumable). The notebooks run the same functions live on a few cases and read these files
 for the tables.
 
-- `handbook-short-answers` (notebooks 06 and 07): 60 short-answer handbook questions, each
+- `handbook-short-answers` (notebooks 06 and 08): 60 short-answer handbook questions, each
   with its retrieved section, the greedy answer with its token log-probabilities (5
   candidates per token), 4 samples at temperature 0.7 and the entailment clusters.
-- `banking77-full-list-replies` (06): 24 BANKING77 calibration messages, the full-list
+- `banking77-full-list-replies` (07): 24 BANKING77 calibration messages, the full-list
   reply with the top 20 candidates at each step, as a server reports them.
-- `banking77-letters-vs-names` (06): 20 calibration messages answered by the shortlist as
+- `banking77-letters-vs-names` (07): 20 calibration messages answered by the shortlist as
   a letter and as an intent name.
 - `banking77-routed-codes` (05): 24 BANKING77 calibration messages routed under the grammar of
   the 77 codes with the top 20 candidates per step, and the next token after the prefix "G-"
@@ -23,11 +23,11 @@ for the tables.
   with "none of these" on CLINC150; each with the intent a retriever gives the same text.
 - `banking77-grammar-vs-free` (05): 200 BANKING77 calibration messages answered with the
   full list of 77 intent codes twice, free (up to 24 tokens) and under the codes' grammar.
-- `handbook-silent-corpus` (13): every unanswerable question of dev and test (the corpus
+- `handbook-silent-corpus` (15): every unanswerable question of dev and test (the corpus
   does not answer it) with its best-retrieved section, answered with the grounded-answer
   prompt whatever the gates would say: how often the prompt's "say so" instruction alone is
   enough. Its answers are labelled by hand in data/corpus/silent_corpus_labels.jsonl.
-- `assistant-dev-fit` and `assistant-test` (13): the assembled assistant on every dev question
+- `assistant-dev-fit` and `assistant-test` (15): the assembled assistant on every dev question
   past the boundary, each answered and probed whatever the retrieval gate says (to fit the
   answerability threshold and the `lib.assistant.SupportModel`), and on all 128 test
   questions: each decision with the numbers behind it, the citations' verdict, and the
@@ -77,7 +77,7 @@ N_INJECTED, INJECTION_SEED = {"banking77": 6, "clinc150": 5}, 7
 ASSISTANT_SETTINGS = {"n_sources": 2, "n_offer": 3, "max_tokens": 200, "boundary_target": 0.95,
                       "retrieval_target": 0.90, "ask_target": 0.7, "dev_fit": "past the boundary", "dev_fit_seed": 0,
                       "answerability_targets": [0.95, 0.9, 0.8]}
-"""The assistant of notebook 13: sections shown, headings offered, answer budget, the dev targets."""
+"""The assistant of notebook 15: sections shown, headings offered, answer budget, the dev targets."""
 
 
 class CallTimer:
@@ -195,7 +195,7 @@ def _full_list(llm: Any, results_dir: Path):
 
 
 def letters_and_names_deciders(llm: Any) -> tuple[Any, Any, CallTimer]:
-    """The shortlist deciders of notebook 06: one ordering, no correction, answering with a letter or a name.
+    """The shortlist deciders of notebook 07: one ordering, no correction, answering with a letter or a name.
 
     Both see the same 8 options and worked examples; the letter decider asks for the top 20
     candidates of the next token (through a `CallTimer`, which also adds up its seconds), the
@@ -414,7 +414,7 @@ def _silent_corpus(llm: Any, results_dir: Path):
 
 @dataclass
 class AssistantSetup:
-    """Notebook 13's assistant with every gate fitted on dev, and the questions it is measured on."""
+    """Notebook 15's assistant with every gate fitted on dev, and the questions it is measured on."""
 
     assistant: Any
     dev: pd.DataFrame
@@ -423,7 +423,7 @@ class AssistantSetup:
 
 
 def build_assistant(llm: Any) -> AssistantSetup:
-    """Fit the three gates on dev and build the assistant exactly as notebook 13 does (threshold not fitted).
+    """Fit the three gates on dev and build the assistant exactly as notebook 15 does (threshold not fitted).
 
     `dev_fit` holds every dev question that passes the boundary, in a seeded random order: the
     saved dev run answers each of them whatever the retrieval gate says, so that P(yes) and
@@ -481,7 +481,7 @@ def dev_answers(dev_rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def fit_support(dev_rows: pd.DataFrame, target: float) -> Any:
-    """The `lib.assistant.SupportModel` of notebook 13: fitted on `dev_answers(dev_rows)` at precision `target`."""
+    """The `lib.assistant.SupportModel` of notebook 15: fitted on `dev_answers(dev_rows)` at precision `target`."""
     from lib import assistant as A
 
     answers = dev_answers(dev_rows)
@@ -563,16 +563,16 @@ def _assistant_test(llm: Any, results_dir: Path):
 
 
 RUNS: dict[str, ItemRun] = {run.name: run for run in (
-    ItemRun(HANDBOOK, "06, 07", ("06-token-probabilities", "07-semantic-entropy"), _handbook),
-    ItemRun(FULL_LIST, "06", ("06-token-probabilities",), _full_list),
-    ItemRun(LETTERS_NAMES, "06", ("06-token-probabilities",), _letters_names),
+    ItemRun(HANDBOOK, "06, 08", ("06-answer-confidence", "08-semantic-entropy"), _handbook),
+    ItemRun(FULL_LIST, "07", ("07-decision-probabilities",), _full_list),
+    ItemRun(LETTERS_NAMES, "07", ("07-decision-probabilities",), _letters_names),
     ItemRun(ROUTED_CODES, "05", ("05-grammars",), _routed_codes),
     ItemRun(BANKING_INJECTION, "05", ("05-grammars",), _injection("banking77")),
     ItemRun(CLINC_INJECTION, "05", ("05-grammars",), _injection("clinc150")),
     ItemRun(GRAMMAR_VS_FREE, "05", ("05-grammars",), _grammar_vs_free),
-    ItemRun(SILENT_CORPUS, "13", ("13-assistant",), _silent_corpus),
-    ItemRun(ASSISTANT_DEV, "13", ("13-assistant",), _assistant_dev),
-    ItemRun(ASSISTANT_TEST, "13", ("13-assistant",), _assistant_test),
+    ItemRun(SILENT_CORPUS, "15", ("15-assistant",), _silent_corpus),
+    ItemRun(ASSISTANT_DEV, "15", ("15-assistant",), _assistant_dev),
+    ItemRun(ASSISTANT_TEST, "15", ("15-assistant",), _assistant_test),
 )}
 """Every saved item run, in the order `make results` produces them (the test run needs the dev run)."""
 

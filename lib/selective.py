@@ -41,6 +41,7 @@ __all__ = [
     "auroc",
     "accuracy_at_coverage",
     "precision_at_recall",
+    "top_two_gap",
     "agreement_features",
 ]
 
@@ -327,6 +328,18 @@ def precision_at_recall(
     # Tolerance so that e.g. recall=0.5 with 4 right answers reaches the row holding 2 of them.
     reached = right_acted / n_right >= recall - 1e-12
     return float(curve["accuracy"].to_numpy()[np.argmax(reached)])
+
+
+def top_two_gap(probabilities: Sequence[float] | np.ndarray) -> float:
+    """Top-1 minus top-2 of one item's option probabilities, shape (k,); the top-1 itself when k == 1.
+
+    A confidence signal of its own: a decider torn between two options has a small gap even
+    when its top probability looks high. Raises ValueError on an empty array.
+    """
+    ordered = np.sort(np.asarray(probabilities, dtype=float).ravel())[::-1]
+    if ordered.size == 0:
+        raise ValueError("probabilities is empty: pass the option probabilities of one item")
+    return float(ordered[0] - (ordered[1] if ordered.size > 1 else 0.0))
 
 
 def agreement_features(

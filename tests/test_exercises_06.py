@@ -2,7 +2,7 @@
 import math
 
 from lib.exercises import is_correct
-from lib.logprobs import perplexity, renormalize
+from lib.logprobs import perplexity, sequence_confidence
 
 
 def test_ex1_perplexity():
@@ -11,17 +11,13 @@ def test_ex1_perplexity():
     assert not is_correct("nb06-ex1", "low")[0]
 
 
-def test_ex2_renormalised_group():
-    candidates = [("A", math.log(0.6)), ("B", math.log(0.2)), ("Hello", math.log(0.15)), (" A", math.log(0.05))]
-    probabilities, off_label = renormalize(candidates, ["A", "B"])
-    assert is_correct("nb06-ex2", probabilities["A"])[0]
-    assert not is_correct("nb06-ex2", 0.6)[0]
-    assert not is_correct("nb06-ex2", 0.6 / 0.8)[0]
-    assert off_label == 0.15 or math.isclose(off_label, 0.15)
-
-
-def test_ex3_too_few_candidates():
-    top_two, _ = renormalize([("B", math.log(0.5)), ("A", math.log(0.3))], ["A", "B", "C"])
-    assert is_correct("nb06-ex3", top_two["B"])[0]
-    assert not is_correct("nb06-ex3", 0.5 / 0.9)[0]
-    assert not is_correct("nb06-ex3", None)[0]
+def test_ex2_geometric_mean_gap():
+    a = [math.log(0.9)] * 6 + [math.log(0.1)]
+    b = [math.log(0.7)] * 2
+    gap = sequence_confidence(a, "geometric") - sequence_confidence(b, "geometric")
+    assert gap < 0 < sequence_confidence(a, "mean") - sequence_confidence(b, "mean"), "the two means must disagree here"
+    assert is_correct("nb06-ex2", gap)[0]
+    assert is_correct("nb06-ex2", round(gap, 3))[0]
+    assert not is_correct("nb06-ex2", -gap)[0]
+    assert not is_correct("nb06-ex2", sequence_confidence(a, "mean") - sequence_confidence(b, "mean"))[0]
+    assert not is_correct("nb06-ex2", "B")[0]

@@ -2,22 +2,20 @@
 import math
 
 from lib.exercises import is_correct
-from lib.semantic_entropy import discrete_semantic_entropy
-from lib.text import matches_gold
+from lib.logprobs import renormalize
 
 
-def test_ex1_entropy():
-    assert is_correct("nb07-ex1", discrete_semantic_entropy([0, 0, 1, 1, 2]))[0]
-    assert not is_correct("nb07-ex1", math.log(3))[0]
-    assert not is_correct("nb07-ex1", "a lot")[0]
+def test_ex1_renormalised_group():
+    candidates = [("A", math.log(0.6)), ("B", math.log(0.2)), ("Hello", math.log(0.15)), (" A", math.log(0.05))]
+    probabilities, off_label = renormalize(candidates, ["A", "B"])
+    assert is_correct("nb07-ex1", probabilities["A"])[0]
+    assert not is_correct("nb07-ex1", 0.6)[0]
+    assert not is_correct("nb07-ex1", 0.6 / 0.8)[0]
+    assert off_label == 0.15 or math.isclose(off_label, 0.15)
 
 
-def test_ex2_calls():
-    assert is_correct("nb07-ex2", 10)[0]
-    assert not is_correct("nb07-ex2", 20)[0]
-
-
-def test_ex3_matches_gold():
-    assert is_correct("nb07-ex3", matches_gold("thirty-six credits", "36 credits"))[0]
-    assert not is_correct("nb07-ex3", False)[0]
-    assert not is_correct("nb07-ex3", "yes")[0]
+def test_ex2_too_few_candidates():
+    top_two, _ = renormalize([("B", math.log(0.5)), ("A", math.log(0.3))], ["A", "B", "C"])
+    assert is_correct("nb07-ex2", top_two["B"])[0]
+    assert not is_correct("nb07-ex2", 0.5 / 0.9)[0]
+    assert not is_correct("nb07-ex2", None)[0]

@@ -1,26 +1,29 @@
 """The notebook 10 exercise checkers accept the right answer and reject wrong ones."""
 import numpy as np
+from scipy.special import softmax
 
-from lib.calibration import HistogramBinningCalibrator
 from lib.exercises import is_correct
 
 
-def test_ex1_isotonic_never_decreases():
-    assert is_correct("nb10-ex1", False)[0]
-    assert not is_correct("nb10-ex1", True)[0]
-    assert not is_correct("nb10-ex1", "no")[0]
+def test_ex1_temperature_two():
+    assert is_correct("nb10-ex1", float(softmax(np.log([0.8, 0.2]) / 2).max()))[0]
+    assert not is_correct("nb10-ex1", 0.8)[0]
+    assert not is_correct("nb10-ex1", "two thirds")[0]
 
 
-def test_ex2_histogram_distinct_values():
-    rng = np.random.default_rng(0)
-    confidence = rng.uniform(size=770)
-    fitted = HistogramBinningCalibrator(n_bins=15).fit(confidence, rng.random(770) < confidence)
-    assert is_correct("nb10-ex2", len(np.unique(fitted.predict(np.linspace(0, 1, 10001)))))[0]
-    assert not is_correct("nb10-ex2", 770)[0]
-    assert not is_correct("nb10-ex2", "fifteen")[0]
+def test_ex2_direction():
+    assert is_correct("nb10-ex2", "over-confident")[0]
+    assert not is_correct("nb10-ex2", "under-confident")[0]
 
 
-def test_ex3_platt():
-    assert is_correct("nb10-ex3", "Platt")[0]
-    assert is_correct("nb10-ex3", "platt scaling")[0]
-    assert not is_correct("nb10-ex3", "isotonic")[0]
+def test_ex3_temperature_where_the_ranking_flips():
+    a, b = np.log([0.7, 0.3]), np.log([0.6, 0.1, 0.1, 0.1, 0.1])
+    grid = np.linspace(0.5, 1.0, 50001)
+    gap = np.array([softmax(a / t).max() - softmax(b / t).max() for t in grid])
+    crossing = float(grid[np.argmin(np.abs(gap))])
+    assert 0.6 < crossing < 0.75
+    assert is_correct("nb10-ex3", round(crossing, 2))[0]
+    assert is_correct("nb10-ex3", crossing)[0]
+    for wrong in (0.5, 1.0, 0.75, 0.6):
+        assert not is_correct("nb10-ex3", wrong)[0]
+    assert not is_correct("nb10-ex3", "about 0.7")[0]

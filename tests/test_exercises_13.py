@@ -1,26 +1,29 @@
 """The notebook 13 exercise checkers accept the right answer and reject wrong ones."""
-import math
-
 from lib.exercises import is_correct
-from lib.logprobs import renormalize
+from lib.runs import load_results
 
 
-def test_ex1_decision():
-    assert is_correct("nb13-ex1", "ask")[0]
-    assert is_correct("nb13-ex1", " ASK ")[0]
-    assert not is_correct("nb13-ex1", "hand_over")[0]
-    assert not is_correct("nb13-ex1", 3)[0]
+def test_ex1_share_of_out_of_scope_handed_over():
+    frame = load_results("clinc150", "test", "embed-logreg")
+    out_of_scope = (frame["label"] == "oos").to_numpy()
+    share = float((frame["confidence"].to_numpy() < 0.5)[out_of_scope].mean())
+    assert 0.0 < share < 1.0
+    assert is_correct("nb13-ex1", share)[0]
+    assert is_correct("nb13-ex1", round(share, 3))[0]
+    in_scope_share = float((frame["confidence"].to_numpy() < 0.5)[~out_of_scope].mean())
+    assert not is_correct("nb13-ex1", in_scope_share)[0]
+    assert not is_correct("nb13-ex1", 1 - share)[0]
+    assert not is_correct("nb13-ex1", "most")[0]
 
 
-def test_ex2_answerability():
-    probabilities, _ = renormalize([("yes", -0.7), ("yes", -1.6), ("no", -1.9), ("no", -3.0)], ("yes", "no"))
-    assert is_correct("nb13-ex2", probabilities["yes"])[0]
-    assert is_correct("nb13-ex2", 0.778)[0]
-    assert not is_correct("nb13-ex2", math.exp(-0.7) / (math.exp(-0.7) + math.exp(-1.9)))[0]  # one spelling only
-    assert not is_correct("nb13-ex2", "high")[0]
-
-
-def test_ex3_precision():
-    assert is_correct("nb13-ex3", 3 / 4)[0]
-    assert not is_correct("nb13-ex3", 3 / 5)[0]
-    assert not is_correct("nb13-ex3", True)[0]
+def test_ex2_right_group_share_of_the_wrong_answers():
+    frame = load_results("banking77", "calibration", "full")
+    wrong = ~frame["correct"]
+    right_group_wrong_intent = int((frame["in_candidates"] & wrong).sum())
+    share = right_group_wrong_intent / int(wrong.sum())
+    assert 0.0 < share < 1.0
+    assert is_correct("nb13-ex2", share)[0]
+    assert is_correct("nb13-ex2", round(share, 3))[0]
+    assert not is_correct("nb13-ex2", 1 - share)[0]  # the wrong-group share
+    assert not is_correct("nb13-ex2", right_group_wrong_intent / len(frame))[0]  # a share of all answers
+    assert not is_correct("nb13-ex2", "most")[0]

@@ -104,7 +104,7 @@ def private_names(code: str) -> list[str]:
 def test_the_checks_catch_what_they_should():
     assert missing_files("see `data/results/` and lib/runs.py and setup/run_results.py, data/LABEL_GROUPS.md.") == []
     assert missing_files("see `data/no-such-file.jsonl` and COURSE.md") == ["COURSE.md", "data/no-such-file.jsonl"]
-    assert missing_files("[next](08-reliability.ipynb), [web](https://example.org), [here](#top), [up](../README.md)") == []
+    assert missing_files("[next](09-reliability.ipynb), [web](https://example.org), [here](#top), [up](../README.md)") == []
     assert missing_files("[gone](99-nothing.ipynb) and ../shared/COURSE.md") == ["../shared/COURSE.md", "99-nothing.ipynb"]
     assert missing_files("files like data/results/<task>-<split>-<method>.jsonl") == []
     assert private_names("import lib.runs as R\nR._helper(1)\nfrom lib.runs import _x, load_results\nlib.runs._y") == [
@@ -135,3 +135,147 @@ def test_each_notebook_links_to_the_previous_and_the_next(index):
     if index < len(NOTEBOOKS) - 1:
         assert f"]({NOTEBOOKS[index + 1].name})" in last, \
             f"{NOTEBOOKS[index].name} should end with a link to {NOTEBOOKS[index + 1].name}"
+
+
+# "notebook 07", "notebooks 06 and 08-12", "Notebooks 09-11": every number must be a notebook.
+NOTEBOOK_NUMBERS = re.compile(r"\b[Nn]otebooks?\s+(\d\d(?:(?:,\s*|\s+and\s+|\s+or\s+|-|–|\s+to\s+)\d\d)*)\b")
+# A link to a notebook whose text carries a number: [Next: 08 · Semantic entropy →](08-semantic-entropy.ipynb).
+NUMBERED_LINK = re.compile(r"\[[^\]]*?(?<![\d.])(\d\d) · [^\]]*\]\((\d\d)-[\w-]+\.ipynb\)")
+# A dotted lib name written out, e.g. lib.calibration.bootstrap_interval or lib.runs.
+LIB_NAME = re.compile(r"(?<![\w.])lib(?:\.[A-Za-z_]\w*)+")
+MAX_CELLS = 60
+"""One notebook is one class session: at most about 90 minutes and 60 cells (the syllabus)."""
+
+
+def existing_notebook_numbers(paths=NOTEBOOKS) -> frozenset[str]:
+    return frozenset(path.name[:2] for path in paths)
+
+
+def missing_notebook_numbers(markdown: str, numbers: frozenset[str]) -> list[str]:
+    """Notebook numbers that ``markdown`` names but no notebook has, and links whose number is not their target's."""
+    missing = [f"notebook {number}" for match in NOTEBOOK_NUMBERS.finditer(markdown)
+               for number in re.findall(r"\d\d", match.group(1)) if number not in numbers]
+    missing += [f"link text {text} to {target}-*.ipynb" for text, target in NUMBERED_LINK.findall(markdown) if text != target]
+    return sorted(set(missing))
+
+
+@lru_cache(maxsize=None)
+def module_names(module: str) -> dict[str, frozenset[str] | None]:
+    """Top-level names of lib/<module>.py; for a class, the names its body defines (None for anything else)."""
+    path = REPO / "lib" / f"{module}.py"
+    names: dict[str, frozenset[str] | None] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef):  # methods, class attributes, fields, and self.x set in a method
+            names[node.name] = frozenset(
+                item.name if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) else
+                item.id if isinstance(item, ast.Name) else item.attr
+                for item in ast.walk(node)
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                or (isinstance(item, ast.Name) and isinstance(item.ctx, ast.Store))
+                or (isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Store)
+                    and isinstance(item.value, ast.Name) and item.value.id == "self"))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names[node.name] = None
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(target, ast.Name):
+                    names[target.id] = None
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update({(alias.asname or alias.name).split(".")[0]: None for alias in node.names})
+    return names
+
+
+def missing_lib_names(markdown: str) -> list[str]:
+    """Dotted lib names in ``markdown`` (lib.module, lib.module.name, lib.module.Class.method) that lib does not define."""
+    missing = []
+    for match in LIB_NAME.finditer(markdown):
+        parts = match.group(0).split(".")[1:]
+        if not (REPO / "lib" / f"{parts[0]}.py").is_file():
+            if not (len(parts) == 1 and parts[0] in module_names("__init__")):
+                missing.append(match.group(0))
+            continue
+        if len(parts) >= 2:
+            names = module_names(parts[0])
+            if parts[1] not in names:
+                missing.append(match.group(0))
+            elif len(parts) >= 3 and names[parts[1]] is not None and parts[2] not in names[parts[1]]:
+                missing.append(match.group(0))
+    return sorted(set(missing))
+
+
+def test_the_name_checks_catch_what_they_should():
+    numbers = frozenset({"06", "07", "08", "09"})
+    assert missing_notebook_numbers("notebook 07, notebooks 06 and 08-09, Notebook 09", numbers) == []
+    assert missing_notebook_numbers("as notebook 13 shows; notebooks 06 and\n08-12", numbers) == [
+        "notebook 12", "notebook 13"]
+    assert missing_notebook_numbers("[Next: 08 · Semantic entropy →](08-semantic-entropy.ipynb)", numbers) == []
+    assert missing_notebook_numbers("[Next: 07 · Semantic entropy →](08-semantic-entropy.ipynb)", numbers) == [
+        "link text 07 to 08-*.ipynb"]
+    assert missing_lib_names("`lib.calibration.bootstrap_interval`, `lib.runs`, lib.decisions.FullListDecider.decide, "
+                             "`lib.selective.auroc`, from `lib.question_runs`.") == []
+    assert missing_lib_names("`lib.calibration.fit_x`, `lib.nothing`, lib.decisions.FullListDecider.no_such_method") == [
+        "lib.calibration.fit_x", "lib.decisions.FullListDecider.no_such_method", "lib.nothing"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_markdown_names_only_notebooks_and_lib_names_that_exist(path):
+    numbers = existing_notebook_numbers()
+    problems = [f"cell {i}: {name}" for i, text in cells(path, "markdown")
+                for name in missing_notebook_numbers(text, numbers) + missing_lib_names(text)]
+    assert not problems, f"{path.name} names notebooks or lib names that do not exist: {problems}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_notebook_fits_one_class_session(path):
+    count = len(json.loads(path.read_text(encoding="utf-8"))["cells"])
+    assert count <= MAX_CELLS, (f"{path.name} has {count} cells, more than {MAX_CELLS}: one notebook is one class "
+                                "session; split it, or merge adjacent short cells")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_notebook_states_its_learner_time_at_the_top(path):
+    first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
+    stated = re.search(r"\*About (\d+) minutes\.\*", first)
+    assert stated, f"{path.name}: its first cell should say how long it takes a learner, as *About 60 minutes.*"
+    assert int(stated.group(1)) <= 90, f"{path.name} says {stated.group(0)}: more than one class session of 90 minutes"
+
+
+def rebound_names(code: str) -> list[str]:
+    """Names a cell reads from earlier cells and then rebinds, so that running it twice reads its own result.
+
+    E.g. ``tokens = [t for answer in tokens for t in answer]``: the second run flattens the flat
+    list. A name the cell assigns before reading it (``rows = []`` ... ``rows.append``) is fine,
+    and so are names a comprehension, lambda or function binds for itself.
+    """
+    source = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    local = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+             and any(node in ast.walk(scope) for scope in ast.walk(tree)
+                     if isinstance(scope, (ast.comprehension, ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)))}
+    bound, rebound = set(), []
+    for statement in tree.body:
+        stores = {node.id for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+        reads = {node.id for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        if isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+            reads.add(statement.target.id)
+        if not isinstance(statement, (ast.For, ast.While, ast.If, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)):
+            rebound += sorted((stores & reads) - bound - local)
+        bound |= stores
+    return rebound
+
+
+def test_the_rerun_check_catches_what_it_should():
+    assert rebound_names("tokens = [t for answer in tokens for t in answer]\nprint(len(tokens))") == ["tokens"]
+    assert rebound_names("total += 1") == ["total"]
+    assert rebound_names("rows = []\nfor r in data:\n    rows.append(r)\nrows = sorted(rows)") == []
+    assert rebound_names("flat = [t for answer in tokens for t in answer]\nsquare = lambda x: x * x") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_code_cell_can_run_twice(path):
+    problems = [f"cell {i}: {name}" for i, text in cells(path, "code") for name in rebound_names(text)]
+    assert not problems, (f"{path.name}: these cells rebind a name they read from an earlier cell, so a second run "
+                          f"reads their own result; give the result a new name: {problems}")

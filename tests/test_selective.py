@@ -13,7 +13,7 @@ from sklearn.metrics import roc_auc_score
 
 from lib.selective import (UnreachableTargetWarning, accuracy_at_coverage, accuracy_coverage, agreement_features,
                            auroc, aurc, fit_threshold, precision_at_recall, risk_coverage, threshold_curve,
-                           tie_aware_accuracy_coverage)
+                           tie_aware_accuracy_coverage, top_two_gap)
 
 # Ties on purpose: 0.9 twice, one right and one wrong.
 CONFIDENCE = [0.8, 0.9, 0.5, 0.9]
@@ -235,3 +235,10 @@ def test_tie_aware_curve_without_ties_is_the_running_accuracy():
     curve = tie_aware_accuracy_coverage(confidence, correct)
     np.testing.assert_allclose(curve["accuracy"], np.cumsum(correct) / np.arange(1, 6))
 
+
+def test_top_two_gap_is_the_lead_of_the_best_option():
+    assert top_two_gap([0.2, 0.5, 0.3]) == pytest.approx(0.2)
+    assert top_two_gap(np.array([0.4, 0.4, 0.2])) == 0.0  # torn between two options
+    assert top_two_gap([0.9]) == 0.9  # a single option leads by all of it
+    with pytest.raises(ValueError, match="empty"):
+        top_two_gap([])
