@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from lib.calibration import ece, reliability_bins
 from lib.checks import check_confidence_correct, check_positive_int
 from lib.routing import Action
-from lib.selective import accuracy_coverage
+from lib.selective import tie_aware_accuracy_coverage
 
 __all__ = [
     "METHOD_COLORS",
@@ -161,7 +161,12 @@ def accuracy_coverage_plot(
     title: str = "Accuracy when acting only on the most confident items",
     ax: Axes | None = None,
 ) -> Figure:
-    """Accuracy of the acted set against coverage, one step line per method.
+    """Accuracy of the acted set against coverage, one line per method.
+
+    Each line is `lib.selective.tie_aware_accuracy_coverage`: exact at every threshold
+    (every tie block's end) and, inside a tie block, the expected accuracy of taking the
+    tied items in random order. A step held across a block would credit a method with
+    accuracy it only has at the block's start.
 
     Args:
         curves: `{method name: (confidence, correct)}`; names in METHOD_COLORS get their
@@ -171,9 +176,8 @@ def accuracy_coverage_plot(
         raise ValueError("curves is empty: pass {method name: (confidence, correct)}")
     figure, axes = _new_axes(ax)
     for name, (confidence, correct) in curves.items():
-        curve = accuracy_coverage(confidence, correct)
-        axes.step(100 * curve["coverage"], 100 * curve["accuracy"], where="post",
-                  color=method_color(name), label=name)
+        curve = tie_aware_accuracy_coverage(confidence, correct)
+        axes.plot(100 * curve["coverage"], 100 * curve["accuracy"], color=method_color(name), label=name)
     axes.set(xlim=(0, 100), xlabel="Coverage (% of items acted on)",
              ylabel="Accuracy of acted items (%)", title=title)
     if len(curves) > 1:

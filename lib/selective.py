@@ -35,6 +35,7 @@ __all__ = [
     "UnreachableTargetWarning",
     "accuracy_coverage",
     "risk_coverage",
+    "tie_aware_accuracy_coverage",
     "aurc",
     "oracle_aurc",
     "auroc",
@@ -166,6 +167,47 @@ def accuracy_coverage(
         items that are correct, in [0, 1]). The last row has coverage 1.
     """
     return threshold_curve(*check_confidence_correct(confidence, correct))
+
+
+def tie_aware_accuracy_coverage(
+    confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
+) -> pd.DataFrame:
+    """Expected accuracy after acting on the k most confident items, for every k from 1 to n.
+
+    A threshold can only act on whole tie blocks, so `accuracy_coverage` has one row per
+    block end. Drawing those rows as a step held until the next block (`where="post"`)
+    shows a block's accuracy over coverage the curve never reaches, which makes a method
+    with many ties (an isotonic map) look better or worse than it is. Between block ends
+    this curve takes the tied items in random order and reports the expected accuracy:
+    with `N` items and `C` right ones before a block of `m` items holding `c` right ones,
+    acting on `j` of them (1 <= j <= m) gives `(C + j * c / m) / (N + j)`. At every block end
+    it equals `accuracy_coverage`; two confidences that rank the items the same way up to
+    ties inside blocks give the same block ends.
+
+    Args:
+        confidence: shape (n,), in [0, 1].
+        correct: shape (n,), booleans or 0/1.
+
+    Returns:
+        DataFrame with n rows and columns `count` (1..n), `coverage` (count / n) and
+        `accuracy` (expected share of right answers among the acted items).
+    """
+    blocks = accuracy_coverage(confidence, correct)
+    ends = blocks["count"].to_numpy()
+    right_at_ends = np.rint(ends * blocks["accuracy"].to_numpy())
+    starts = np.concatenate(([0], ends[:-1]))
+    right_at_starts = np.concatenate(([0.0], right_at_ends[:-1]))
+    count = np.arange(1, ends[-1] + 1)
+    block = np.searchsorted(ends, count)  # the block holding the count-th item
+    taken = count - starts[block]
+    block_rate = (right_at_ends[block] - right_at_starts[block]) / (ends[block] - starts[block])
+    return pd.DataFrame(
+        {
+            "count": count,
+            "coverage": count / ends[-1],
+            "accuracy": (right_at_starts[block] + taken * block_rate) / count,
+        }
+    )
 
 
 def risk_coverage(

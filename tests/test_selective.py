@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
 from lib.selective import (UnreachableTargetWarning, accuracy_at_coverage, accuracy_coverage, agreement_features,
-                           auroc, aurc, fit_threshold, precision_at_recall, risk_coverage, threshold_curve)
+                           auroc, aurc, fit_threshold, precision_at_recall, risk_coverage, threshold_curve,
+                           tie_aware_accuracy_coverage)
 
 # Ties on purpose: 0.9 twice, one right and one wrong.
 CONFIDENCE = [0.8, 0.9, 0.5, 0.9]
@@ -208,3 +209,29 @@ def test_agreement_features_rejects_a_name_clash():
         agreement_features({"knn": frame}, frame)
     with pytest.raises(ValueError, match="empty"):
         agreement_features({}, frame)
+
+
+def test_tie_aware_curve_on_a_tied_toy():
+    # Two tie blocks: {0.9: one right, one wrong}, {0.5: two right}.
+    curve = tie_aware_accuracy_coverage([0.9, 0.9, 0.5, 0.5], [1, 0, 1, 1])
+    assert curve["count"].tolist() == [1, 2, 3, 4]
+    # Taking one of the two tied 0.9 items at random is right half the time, not 100 % or 0 %.
+    np.testing.assert_allclose(curve["accuracy"], [0.5, 0.5, 2 / 3, 0.75])
+    np.testing.assert_allclose(curve["coverage"], [0.25, 0.5, 0.75, 1.0])
+
+
+def test_tie_aware_curve_equals_the_threshold_curve_at_block_ends():
+    rng = np.random.default_rng(3)
+    confidence = np.round(rng.uniform(size=300), 1)  # 11 values: many ties
+    correct = rng.uniform(size=300) < confidence
+    blocks = accuracy_coverage(confidence, correct)
+    curve = tie_aware_accuracy_coverage(confidence, correct).set_index("count")
+    np.testing.assert_allclose(curve.loc[blocks["count"], "accuracy"], blocks["accuracy"])
+
+
+def test_tie_aware_curve_without_ties_is_the_running_accuracy():
+    confidence = np.array([0.9, 0.8, 0.7, 0.6, 0.5])
+    correct = np.array([1, 0, 1, 1, 0])
+    curve = tie_aware_accuracy_coverage(confidence, correct)
+    np.testing.assert_allclose(curve["accuracy"], np.cumsum(correct) / np.arange(1, 6))
+

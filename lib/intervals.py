@@ -1,0 +1,53 @@
+"""Confidence intervals for the workbook's measurements.
+
+A measurement on a few hundred items is an estimate; an interval says how far it could move
+on another sample of the same size. Two kinds are used:
+
+* `binomial_interval`: the exact (Clopper-Pearson) interval of a proportion, k successes in
+  n trials. It is the one to use for small counts and for proportions at 0 or 1: 8 right
+  answers of 8 give `(1.0, 0.631, 1.0)`, honest about how little 8 cases show, where a
+  percentile bootstrap collapses to `[1, 1]` because every resample is also 8 of 8.
+* a percentile bootstrap of any metric (`lib.calibration.bootstrap_interval`), for metrics
+  that are not a proportion (AUROC, ECE, a paired difference of two methods).
+"""
+from __future__ import annotations
+
+import numbers
+
+from scipy.stats import beta
+
+__all__ = ["binomial_interval"]
+
+
+def binomial_interval(successes: int, trials: int, level: float = 0.95) -> tuple[float, float, float]:
+    """Proportion `successes / trials` and its exact (Clopper-Pearson) interval.
+
+    The interval holds every proportion p under which observing `successes` would not be
+    rejected by a two-sided exact binomial test at `1 - level`; its ends are Beta quantiles:
+    `low = Beta(successes, trials - successes + 1).ppf(tail)` and
+    `high = Beta(successes + 1, trials - successes).ppf(1 - tail)`, with `tail = (1 - level) / 2`,
+    `low = 0` when `successes == 0` and `high = 1` when `successes == trials`. It covers the
+    true proportion at least `level` of the time, whatever the sample size.
+
+    Args:
+        successes: count of successes, an integer in [0, trials].
+        trials: count of trials, an integer >= 1.
+        level: interval coverage in (0, 1), e.g. 0.95.
+
+    Returns:
+        `(estimate, low, high)`, each in [0, 1].
+    """
+    for name, value in (("successes", successes), ("trials", trials)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an integer count, got {value!r}")
+    successes, trials = int(successes), int(trials)
+    if trials < 1:
+        raise ValueError(f"trials must be at least 1, got {trials}")
+    if not 0 <= successes <= trials:
+        raise ValueError(f"successes must lie in [0, trials] = [0, {trials}], got {successes}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    tail = (1.0 - level) / 2.0
+    low = 0.0 if successes == 0 else float(beta.ppf(tail, successes, trials - successes + 1))
+    high = 1.0 if successes == trials else float(beta.ppf(1.0 - tail, successes + 1, trials - successes))
+    return successes / trials, low, high
