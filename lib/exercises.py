@@ -7,6 +7,7 @@ malformed answer (wrong type, unparsable) counts as wrong with a note on what wa
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -93,6 +94,13 @@ def _normalized(text: Any) -> str:
 def _close(value: Any, expected: float, *, tolerance: float) -> bool:
     number = float(value)
     return math.isfinite(number) and abs(number - expected) <= tolerance
+
+
+def _close_all(values: Any, expected: Sequence[float], *, tolerance: float) -> bool:
+    """Whether `values` is a sequence of numbers as long as `expected` and each within `tolerance`."""
+    if isinstance(values, (str, bytes)) or len(values) != len(expected):
+        return False
+    return all(not isinstance(v, bool) and _close(v, e, tolerance=tolerance) for v, e in zip(values, expected))
 
 
 # --------------------------------------------------------------------------- notebook 00
@@ -287,12 +295,14 @@ def _entailment_calls(answer: Any) -> bool:
     return float(answer) == sum(range(5))
 
 
-@exercise("nb08-ex3", hint="Run matches_gold on the two strings, and read normalize_answer's docstring on number words.",
-          expects="True or False")
-def _number_words_match(answer: Any) -> bool:
-    if not isinstance(answer, bool):
-        raise TypeError("expected a bool")
-    return answer is True
+@exercise("nb08-ex3", hint="Entropy of the shares 2/4 and 2/4, divided by log 4, taken from 1, gives the samples' "
+          "confidence; then threshold * (calibrated / threshold + that confidence) / 2.", expects="a number between 0 and 1")
+def _cascade_by_hand(answer: Any) -> bool:
+    from lib.semantic_entropy import cascade_confidence, discrete_semantic_entropy, max_entropy
+
+    semantic = 1 - discrete_semantic_entropy([0, 0, 1, 1]) / max_entropy(4)
+    expected = float(cascade_confidence([0.70], [semantic], 0.8)[0])
+    return not isinstance(answer, bool) and _close(answer, expected, tolerance=0.005)
 
 
 # --------------------------------------------------------------------------- notebook 05
@@ -333,16 +343,20 @@ def _ece_by_hand(answer: Any) -> bool:
     return _close(answer, ece([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.005)
 
 
-@exercise("nb09-ex2", hint="AUROC is the chance that a random right answer gets a higher confidence than a random "
-          "wrong one, with ties counting one half.", expects="a number between 0 and 1")
-def _constant_auroc(answer: Any) -> bool:
-    return _close(answer, 0.5, tolerance=1e-9)
+@exercise("nb09-ex2", hint="Square (confidence - outcome) for each answer, outcome 1 if right and 0 if wrong, and "
+          "average the four squares.", expects="a number between 0 and 1")
+def _brier_by_hand(answer: Any) -> bool:
+    from lib.calibration import brier
+
+    return not isinstance(answer, bool) and _close(answer, brier([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.002)
 
 
-@exercise("nb09-ex3", hint="Compare the mean confidence with the share of answers that were right: which is larger?",
-          expects='"over-confident" or "under-confident"')
-def _anchor_direction(answer: Any) -> bool:
-    return _normalized(answer).replace(" ", "-") == "under-confident"
+@exercise("nb09-ex3", hint="Three of the four are right, so every answer gets 0.75; square (0.75 - outcome) for each "
+          "and average.", expects="a number between 0 and 1")
+def _constant_brier_by_hand(answer: Any) -> bool:
+    from lib.calibration import brier
+
+    return not isinstance(answer, bool) and _close(answer, brier([0.75] * 4, [0, 1, 1, 1]), tolerance=0.002)
 
 
 # --------------------------------------------------------------------------- notebooks 06 and 07
@@ -421,10 +435,16 @@ def _temperature_two(answer: Any) -> bool:
     return _close(answer, top, tolerance=0.005)
 
 
-@exercise("nb10-ex2", hint="T > 1 flattens the distributions: which kind of model needs its confidence lowered?",
-          expects='"over-confident" or "under-confident"')
-def _temperature_direction(answer: Any) -> bool:
-    return _normalized(answer).replace(" ", "-") == "over-confident"
+@exercise("nb10-ex2", hint="Put the three rows of log-probabilities in an array, right option first, and reuse "
+          "mean_nll and minimize_scalar from the fit by hand above.", expects="a temperature, e.g. 1.25")
+def _temperature_fit_by_hand(answer: Any) -> bool:
+    import numpy as np
+
+    from lib.calibration import TemperatureScaling
+
+    logprobs = np.log([[0.9, 0.1], [0.9, 0.1], [0.2, 0.8]])
+    fitted = TemperatureScaling().fit(logprobs, np.zeros(3, dtype=int)).temperature_
+    return not isinstance(answer, bool) and _close(answer, fitted, tolerance=0.01)
 
 
 @exercise("nb10-ex3", hint="Write the top confidence of each message as a function of T (softmax of the logs divided "
@@ -443,25 +463,39 @@ def _temperature_where_ranking_flips(answer: Any) -> bool:
 # --------------------------------------------------------------------------- notebook 11
 
 
-@exercise("nb11-ex1", hint="Isotonic means the fitted map never goes down as the raw confidence goes up.",
-          expects="True or False")
-def _isotonic_can_decrease(answer: Any) -> bool:
-    if not isinstance(answer, bool):
-        raise TypeError("expected a bool")
-    return answer is False
+@exercise("nb11-ex1", hint="Walk left to right keeping blocks with their means; when a block's mean falls below the "
+          "one before it, merge the two and check again backwards.", expects="a list of six numbers")
+def _pav_by_hand(answer: Any) -> bool:
+    from lib.calibration import IsotonicCalibrator
+
+    confidence, outcome = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0, 1, 1, 0, 0, 1]
+    staircase = IsotonicCalibrator().fit(confidence, outcome).predict(confidence)
+    return _close_all(answer, staircase, tolerance=0.005)
 
 
-@exercise("nb11-ex2", hint="Every raw confidence in one bin is replaced by the same number.", expects="a whole number")
-def _histogram_distinct_values(answer: Any) -> bool:
-    if isinstance(answer, bool) or float(answer) != int(answer):
-        raise ValueError("expected a whole number")
-    return int(answer) == 15
+@exercise("nb11-ex2", hint="Fit the staircase by hand (pool the 0.4 right and the 0.6 wrong), then count the "
+          "(right, wrong) pairs again: a tie earns half a pair.", expects="a number between 0 and 1")
+def _isotonic_auroc_on_its_own_data(answer: Any) -> bool:
+    import numpy as np
+
+    from lib.calibration import IsotonicCalibrator
+    from lib.selective import auroc
+
+    confidence, right = np.array([0.2, 0.4, 0.6, 0.8]), np.array([False, True, False, True])
+    staircase = IsotonicCalibrator().fit(confidence, right).predict(confidence)
+    return not isinstance(answer, bool) and _close(answer, auroc(staircase, right), tolerance=0.001)
 
 
-@exercise("nb11-ex3", hint="One of them is a logistic regression on a single feature: a slope and an intercept.",
-          expects="a calibrator name, as a string")
-def _two_parameter_calibrator(answer: Any) -> bool:
-    return _normalized(answer).removesuffix(" scaling") == "platt"
+@exercise("nb11-ex3", hint="Bins [0, 1/3), [1/3, 2/3), [2/3, 1]: each raw value gets the share right among the "
+          "calibration answers in its bin.", expects="a pair of numbers: (value for 0.55, value for 0.92)")
+def _histogram_binning_by_hand(answer: Any) -> bool:
+    import numpy as np
+
+    from lib.calibration import HistogramBinningCalibrator
+
+    fitted = HistogramBinningCalibrator(n_bins=3).fit(np.array([0.1, 0.2, 0.5, 0.6, 0.9, 0.95]),
+                                                      np.array([0, 1, 1, 1, 0, 1]))
+    return _close_all(answer, fitted.predict(np.array([0.55, 0.92])), tolerance=0.005)
 
 
 # --------------------------------------------------------------------------- notebook 14

@@ -4,7 +4,7 @@ Every function returns the matplotlib `Figure` (it never calls `plt.show`), give
 plot a title and axis labels with units, and accepts `ax` to draw into existing axes.
 Colours: `METHOD_COLORS` for the workbook's methods; any other name gets a fixed
 colour from `FALLBACK_COLORS` chosen by a hash of the name, so it too keeps its
-colour from one notebook to the next.
+colour from one notebook to the next; `OUTCOME_COLORS` for right and wrong items.
 
 New figures are made with `matplotlib.figure.Figure`, not pyplot: nothing global is
 left open, and in Jupyter a figure shows when it is the last value of a cell (or via
@@ -30,6 +30,7 @@ __all__ = [
     "METHOD_COLORS",
     "FALLBACK_COLORS",
     "ACTION_COLORS",
+    "OUTCOME_COLORS",
     "method_color",
     "reliability_diagram",
     "reliability_grid",
@@ -52,8 +53,9 @@ ACTION_COLORS: dict[Action, str] = {
     Action.OUT_OF_SCOPE: "#9467bd",
     Action.HAND_OVER: "#d62728",
 }
-_RIGHT_COLOR = "#1f77b4"
-_WRONG_COLOR = "#d62728"
+OUTCOME_COLORS: dict[bool, str] = {True: "#1f77b4", False: "#d62728"}
+"""Colour of right (True) and wrong (False) items, in every plot that shows both."""
+_PROBABILITY_LABEL = "Confidence (probability, 0-1)"
 
 
 def method_color(name: str) -> str:
@@ -79,6 +81,7 @@ def reliability_diagram(
     ax: tuple[Axes, Axes] | None = None,
     legend: bool = True,
     strategy: str = "uniform",
+    confidence_label: str = _PROBABILITY_LABEL,
 ) -> Figure:
     """Accuracy per confidence bin against the diagonal, with item counts underneath.
 
@@ -95,6 +98,8 @@ def reliability_diagram(
             counts), as in `lib.calibration.reliability_bins`.
         legend: draw the legend inside the top axes (upper left). Figures with many
             panels pass False and draw one legend for all (see `reliability_grid`).
+        confidence_label: the x-axis label; a score that is not a probability (knn's
+            margin, `lib.runs.CONFIDENCE_KINDS`) should say so here.
     """
     bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy=strategy)
     error = ece(confidence, correct, n_bins=n_bins, strategy=strategy)
@@ -106,14 +111,14 @@ def reliability_diagram(
         figure = top.figure
     width = bins["upper"] - bins["lower"]
     top.bar(bins["lower"], bins["accuracy"].fillna(0.0), width=width, align="edge",
-            color=_RIGHT_COLOR, edgecolor="white", label=f"accuracy per bin (ECE = {error:.3f})")
+            color=OUTCOME_COLORS[True], edgecolor="white", label=f"accuracy per bin (ECE = {error:.3f})")
     top.plot([0, 1], [0, 1], linestyle="--", color="black", label="perfect calibration")
     top.set(xlim=(0, 1), ylim=(0, 1), ylabel="Accuracy (share correct, 0-1)",
             title=title if title is not None else f"Reliability diagram (ECE = {error:.3f})")
     if legend:
         top.legend(loc="upper left")
     bottom.bar(bins["lower"], bins["count"], width=width, align="edge", color="0.5", edgecolor="white")
-    bottom.set(xlim=(0, 1), xlabel="Confidence (probability, 0-1)", ylabel="Items (count)")
+    bottom.set(xlim=(0, 1), xlabel=confidence_label, ylabel="Items (count)")
     return figure
 
 
@@ -122,6 +127,7 @@ def reliability_grid(
     columns: int = 3,
     n_bins: int = 15,
     title: str = "Accuracy per confidence bin against the diagonal",
+    confidence_labels: dict[str, str] | None = None,
 ) -> Figure:
     """One `reliability_diagram` per signal, `columns` per row, with one shared legend.
 
@@ -131,6 +137,8 @@ def reliability_grid(
 
     Args:
         signals: `{name: (confidence, correct)}`, arrays of shape (n,) each.
+        confidence_labels: `{name: x-axis label}` for panels whose score is not a
+            probability (e.g. knn's margin); the others keep `reliability_diagram`'s label.
     """
     if not signals:
         raise ValueError("signals is empty: pass {name: (confidence, correct)}")
@@ -142,7 +150,8 @@ def reliability_grid(
     for k, (name, (confidence, correct)) in enumerate(signals.items()):
         row, column = divmod(k, columns)
         error = ece(confidence, correct, n_bins=n_bins)
-        reliability_diagram(confidence, correct, n_bins=n_bins, legend=False,
+        label = (confidence_labels or {}).get(name, _PROBABILITY_LABEL)
+        reliability_diagram(confidence, correct, n_bins=n_bins, legend=False, confidence_label=label,
                             ax=(axes[2 * row, column], axes[2 * row + 1, column]),
                             title=f"{name}\n(n = {len(np.asarray(correct))}, ECE {error:.3f})")
     for k in range(len(signals), rows * columns):
@@ -220,9 +229,9 @@ def threshold_regions(
         if end > start:
             axes.axvspan(start, end, color=ACTION_COLORS[decision], alpha=0.15, label=decision.name)
     edges = np.linspace(0.0, 1.0, n_bins + 1)
-    axes.hist([conf[corr], conf[~corr]], bins=edges, color=[_RIGHT_COLOR, _WRONG_COLOR],
+    axes.hist([conf[corr], conf[~corr]], bins=edges, color=[OUTCOME_COLORS[True], OUTCOME_COLORS[False]],
               label=["right", "wrong"], histtype="step", linewidth=1.8)
-    axes.set(xlim=(0, 1), xlabel="Confidence (probability, 0-1)", title=title,
+    axes.set(xlim=(0, 1), xlabel=_PROBABILITY_LABEL, title=title,
              ylabel="Items (count, log scale)" if log_counts else "Items (count)")
     if log_counts:
         axes.set_yscale("log")

@@ -10,14 +10,17 @@ def test_ex1_ece_by_hand():
     assert not is_correct("nb09-ex1", "small")[0]
 
 
-def test_ex2_constant_auroc():
-    assert is_correct("nb09-ex2", 0.5)[0]
-    assert not is_correct("nb09-ex2", 0.8)[0]
+def test_ex2_brier_by_hand():
+    assert is_correct("nb09-ex2", (0.9**2 + 0.1**2 + 0.4**2 + 0.4**2) / 4)[0]
+    assert is_correct("nb09-ex2", 0.285)[0]
+    assert not is_correct("nb09-ex2", 0.4)[0]  # the ECE of exercise 1
+    assert not is_correct("nb09-ex2", (0.9 + 0.1 + 0.4 + 0.4) / 4)[0]  # absolute, not squared
     assert not is_correct("nb09-ex2", None)[0]
 
 
-def test_ex3_direction():
-    assert is_correct("nb09-ex3", "under-confident")[0]
-    assert is_correct("nb09-ex3", "Under confident")[0]
-    assert not is_correct("nb09-ex3", "over-confident")[0]
-    assert not is_correct("nb09-ex3", 0.041)[0]
+def test_ex3_constant_brier_by_hand():
+    assert is_correct("nb09-ex3", (0.75**2 + 3 * 0.25**2) / 4)[0]
+    assert is_correct("nb09-ex3", 0.1875)[0]
+    assert not is_correct("nb09-ex3", 0.285)[0]
+    assert not is_correct("nb09-ex3", 0.0)[0]  # the constant's ECE, not its Brier score
+    assert not is_correct("nb09-ex3", "lower")[0]

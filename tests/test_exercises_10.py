@@ -11,9 +11,16 @@ def test_ex1_temperature_two():
     assert not is_correct("nb10-ex1", "two thirds")[0]
 
 
-def test_ex2_direction():
-    assert is_correct("nb10-ex2", "over-confident")[0]
-    assert not is_correct("nb10-ex2", "under-confident")[0]
+def test_ex2_temperature_fitted_by_hand():
+    logprobs = np.log([[0.9, 0.1], [0.9, 0.1], [0.2, 0.8]])  # right option first
+    grid = np.linspace(0.5, 4.0, 35001)
+    mean_nll = [-np.mean(np.log(softmax(logprobs / t, axis=1)[:, 0])) for t in grid]
+    fitted = float(grid[int(np.argmin(mean_nll))])
+    assert 1.6 < fitted < 1.8  # above 1: the confident mistake makes the fit flatten
+    assert is_correct("nb10-ex2", round(fitted, 2))[0]
+    for wrong in (1.0, 0.58, 2.0):
+        assert not is_correct("nb10-ex2", wrong)[0]
+    assert not is_correct("nb10-ex2", "over-confident")[0]
 
 
 def test_ex3_temperature_where_the_ranking_flips():

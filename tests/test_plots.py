@@ -17,6 +17,7 @@ from lib.plots import (
     reliability_grid,  # noqa: E402
     FALLBACK_COLORS,
     METHOD_COLORS,
+    OUTCOME_COLORS,
     accuracy_coverage_plot,
     calibration_comparison,
     method_color,
@@ -115,6 +116,20 @@ def test_reliability_grid_one_legend_below_and_hidden_spare_panels(data):
     assert figure.get_suptitle() == "four signals"
     with pytest.raises(ValueError, match="empty"):
         reliability_grid({})
+
+
+def test_reliability_grid_labels_a_score_that_is_not_a_probability(data):
+    confidence, correct = data
+    signals = {"knn (margin)": (confidence, correct), "full": (confidence, correct)}
+    figure = reliability_grid(signals, columns=2, confidence_labels={"knn (margin)": "knn margin (not a probability)"})
+    bottoms = [axes for axes in figure.axes if axes.get_ylabel() == "Items (count)"]
+    assert [axes.get_xlabel() for axes in bottoms] == ["knn margin (not a probability)", "Confidence (probability, 0-1)"]
+    assert reliability_diagram(*data, confidence_label="margin").axes[1].get_xlabel() == "margin"
+
+
+def test_outcome_colours_are_public_and_used(data):
+    bars = reliability_diagram(*data).axes[0].patches
+    assert to_hex(bars[0].get_facecolor()) == OUTCOME_COLORS[True] != OUTCOME_COLORS[False]
 
 
 def test_reliability_diagram_without_legend(data):
