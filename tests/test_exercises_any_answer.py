@@ -9,7 +9,9 @@ from scipy.optimize import brentq
 from scipy.special import softmax
 
 from lib.exercises import check, exercise_ids, is_correct
+from lib.logprobs import sequence_confidence
 from lib.runs import load_results
+from lib.selective import aurc
 
 BAD_ANSWERS = {"10**400": 10**400, "-10**400": -10**400, "inf": math.inf, "-inf": -math.inf, "nan": math.nan,
                "np.nan": np.nan, "1e308": 1e308, "-1": -1, "0": 0, "1j": 1j, "'abc'": "abc", "''": "",
@@ -37,20 +39,33 @@ def _clinc_handed_over_share() -> float:
     return float((frame["confidence"].to_numpy() < 0.5)[(frame["label"] == "oos").to_numpy()].mean())
 
 
+def _right_group_share_of_wrong_answers() -> float:
+    frame = load_results("banking77", "calibration", "full")
+    wrong = ~frame["correct"]
+    return int((frame["in_candidates"] & wrong).sum()) / int(wrong.sum())
+
+
+def _geometric_mean_gap() -> float:
+    return (sequence_confidence([math.log(0.9)] * 6 + [math.log(0.1)], "geometric")
+            - sequence_confidence([math.log(0.7)] * 2, "geometric"))
+
+
 RIGHT_ANSWERS = {
     "nb00-ex1": 20, "nb00-ex2": "length", "nb00-ex3": 0.857,
-    "nb01-ex1": "helpdesk/passwords/account-lockout", "nb01-ex2": False, "nb01-ex3": 400,
+    "nb01-ex1": "helpdesk/passwords/account-lockout", "nb01-ex2": "bd", "nb01-ex3": 400,
     "nb02-ex1": 0.96, "nb02-ex2": 0.4583, "nb02-ex3": "ask",
-    "nb03-ex1": "elided", "nb03-ex2": "THE STANDARD  STIPEND is 3,140 per month", "nb03-ex3": 80,
+    "nb03-ex1": "acde", "nb03-ex2": "THE STANDARD  STIPEND is 3,140 per month", "nb03-ex3": 80,
     "nb04-ex1": "home-department", "nb05-ex1": 27, "nb05-ex2": 0.25, "nb05-ex3": 0.75,
-    "nb06-ex1": 2 ** (2 / 3), "nb06-ex2": 0.65 / 0.85, "nb06-ex3": 0.625,
-    "nb07-ex1": -(0.8 * math.log(0.4) + 0.2 * math.log(0.2)), "nb07-ex2": 10, "nb07-ex3": True,
-    "nb08-ex1": 0.4, "nb08-ex2": 0.5, "nb08-ex3": "under-confident",
-    "nb09-ex1": 2 / 3, "nb09-ex2": "over-confident", "nb09-ex3": _temperature_where_ranking_flips,
-    "nb10-ex1": False, "nb10-ex2": 15, "nb10-ex3": "Platt",
-    "nb11-ex1": 0.5, "nb11-ex2": 0.278, "nb11-ex3": _clinc_handed_over_share,
-    "nb12-ex1": 0.2, "nb12-ex2": 18, "nb12-ex3": "hand_over",
-    "nb13-ex1": "ask", "nb13-ex2": 0.778, "nb13-ex3": 0.75,
+    "nb06-ex1": 2 ** (2 / 3), "nb06-ex2": _geometric_mean_gap,
+    "nb07-ex1": 0.65 / 0.85, "nb07-ex2": 0.625,
+    "nb08-ex1": -(0.8 * math.log(0.4) + 0.2 * math.log(0.2)), "nb08-ex2": 10, "nb08-ex3": 0.55,
+    "nb09-ex1": 0.4, "nb09-ex2": 0.285, "nb09-ex3": 0.1875,
+    "nb10-ex1": 2 / 3, "nb10-ex2": 1.72, "nb10-ex3": _temperature_where_ranking_flips,
+    "nb11-ex1": [0, 0.5, 0.5, 0.5, 0.5, 1], "nb11-ex2": 0.875, "nb11-ex3": (1.0, 0.5),
+    "nb12-ex1": 0.5, "nb12-ex2": lambda: aurc([0.9, 0.8, 0.7], [True, False, True]),
+    "nb13-ex1": _clinc_handed_over_share, "nb13-ex2": _right_group_share_of_wrong_answers,
+    "nb14-ex1": 0.2, "nb14-ex2": 18, "nb14-ex3": "hand_over",
+    "nb15-ex1": "ask", "nb15-ex2": 0.778, "nb15-ex3": 0.75,
 }
 """A right answer per exercise whose answer numpy can hold (not nb04-ex2 and nb04-ex3's records and names)."""
 
@@ -63,6 +78,8 @@ def _numpy_versions(answer):
         return [np.int64(answer), np.int32(answer), np.uint16(answer), np.float64(answer), np.array(answer)]
     if isinstance(answer, float):
         return [np.float64(answer), np.float32(answer), np.array(answer)]
+    if isinstance(answer, (list, tuple)):
+        return [np.array(answer, dtype=float), [np.float64(value) for value in answer]]
     return [np.str_(answer), np.array(answer)]
 
 
