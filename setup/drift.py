@@ -2,6 +2,7 @@
 
     python setup/drift.py              # up to 20 calls per recording file
     python setup/drift.py --sample 50
+    python setup/drift.py --sample 5 --save   # also write data/results/drift.jsonl (read by notebook 06)
 
 Drift comes from a different llama.cpp build, CPU instruction set or thread count: texts
 usually stay the same while log-probabilities move in the third or fourth decimal.
@@ -9,11 +10,43 @@ usually stay the same while log-probabilities move in the third or fourth decima
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import math
+import os
 import random
+import shlex
+import sys
 
 from lib.llm import BackendConfig
 from lib.recording import RECORDINGS_DIR, RecordingStore, create_backend, decode_answer
+from lib.runs import RESULTS_DIR
+
+DRIFT_FILE = RESULTS_DIR / "drift.jsonl"
+WHAT = ("recorded calls re-run live; per recording: calls re-run, answers whose text (or top token) changed, "
+        "largest absolute change of a token probability")
+
+
+def save(rows: list[tuple[str, int, int, float]], args: argparse.Namespace, identity: str, backend: str) -> None:
+    """Write `DRIFT_FILE` whole: a header naming the command, then one row per recording.
+
+    The file is written beside its final name and moved over it only when complete, so an
+    interrupted run leaves the old measurement as it was.
+    """
+    command = " ".join(["python", "setup/drift.py", *map(shlex.quote, sys.argv[1:])])
+    if os.environ.get("WORKBOOK_THREADS"):
+        command = f"WORKBOOK_THREADS={os.environ['WORKBOOK_THREADS']} {command}"
+    header = {"backend": backend, "command": command, "date": datetime.date.today().isoformat(), "kind": "header",
+              "model": identity, "recordings": len(rows), "run": "drift", "sample_per_recording": args.sample,
+              "seed": args.seed, "what": WHAT}
+    lines = [json.dumps(header, sort_keys=True)] + [
+        json.dumps({"calls": count, "kind": "row", "max_abs_probability_change": worst, "recording": name,
+                    "text_changed": changed}, sort_keys=True)
+        for name, count, changed, worst in rows]
+    pending = DRIFT_FILE.with_name(DRIFT_FILE.name + f".{os.getpid()}.tmp")
+    pending.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(pending, DRIFT_FILE)
+    print(f"saved {len(rows)} rows to {DRIFT_FILE.relative_to(RESULTS_DIR.parent.parent)}")
 
 
 def _logprob_pairs(method: str, old, new) -> list[tuple[float, float]]:
@@ -45,6 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sample", type=int, default=20, help="calls per recording file")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save", action="store_true", help=f"write the table to {DRIFT_FILE.name} in data/results/")
     args = parser.parse_args()
     config = BackendConfig.from_environment()
     backend = create_backend(config)
@@ -71,6 +105,8 @@ def main() -> None:
     if rows:
         print(f"\nlargest probability change overall: {max(r[3] for r in rows):.5f}; "
               f"answers whose text (or top token) changed: {sum(r[2] for r in rows)} of {sum(r[1] for r in rows)}")
+    if args.save:
+        save(rows, args, config.identity(), config.backend)
 
 
 if __name__ == "__main__":

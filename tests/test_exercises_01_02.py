@@ -28,7 +28,7 @@ def test_placeholder_none_is_wrong_with_a_note(exercise_id):
 
 def test_strict_match_key_is_what_the_notebooks_rule_counts():
     # The rule of notebook 01's mentions(): gold as whole words after normalize_text.
-    replies = {"a": "You have 60 working days.", "b": "Within 60 days.", "c": "It is 160 days.",
+    replies = {"a": "It takes 60 calendar days.", "b": "Within 60 days.", "c": "It is 160 days.",
                "d": "60 Days, counted from the request.", "e": "Sixty days."}
     pattern = rf"(?<!\w){re.escape(normalize_text('60 days'))}(?!\w)"
     counted = "".join(letter for letter, reply in replies.items() if re.search(pattern, normalize_text(reply)))
