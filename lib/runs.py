@@ -173,8 +173,8 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
     time); rows are still written in processing order, so the file does not depend on it.
 
     A message whose decision raises ValueError or RuntimeError (a prompt too long for a
-    server's context, a server error) is saved as a failure row with the error, and the run
-    goes on; a resume skips it unless `retry_failures`. MAX_FAILURES_IN_A_ROW failures in a
+    server's context, a server error, a server that gives no probabilities to decide on) is
+    saved as a failure row with the error, never as a made-up confidence, and the run goes on; a resume skips it unless `retry_failures`. MAX_FAILURES_IN_A_ROW failures in a
     row stop the run, as does a server that does not answer. The file is written by its
     `lib.results_store.ResultsStore`: only ever appended to, a file without its header or with
     other settings refused, and an unfinished last line left by a kill the only thing removed
