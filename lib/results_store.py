@@ -59,8 +59,9 @@ class ResultsStore:
 
     path: the file. command: the command that remakes it, named in every error about a damaged
     line. key: the field naming the item a line is about ("i", a position; "case", an id), of
-    type `key_type`. fields: the fields each kind of line must have besides `kind`, e.g.
-    {"row": ("i", "text", ...), "failure": ("i", "error")}; a kind not listed is refused.
+    type `key_type`. fields: the fields each kind of line ("row", and "failure" where the run
+    saves what it could not compute) must have besides `kind`, e.g. {"row": ("i", "text", ...),
+    "failure": ("i", "error")}; a line of a kind not listed is refused.
     """
 
     path: Path
