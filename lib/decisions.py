@@ -27,7 +27,8 @@ with the dash in place), and the intent probability adds both spellings, so no
 probability is lost to the way a code happens to be tokenised. On a server backend the
 decision is a grammar-constrained generation whose top candidates are renormalised per
 step; there a letter missing from the candidates gets probability 0. A server that gives no
-usable probabilities (no logprobs, or a reply that ignored the grammar) raises
+usable probabilities (no logprobs, a reply that ignored the grammar, a shortlist answer
+without any option letter among its candidates) raises
 `lib.openai_compatible.ServerError` naming it: no confidence is ever made up.
 """
 from __future__ import annotations
@@ -132,25 +133,13 @@ def _who_answered(llm: Any) -> str:
         llm = llm.llm
 
 
-def _step_probabilities(llm: Any, candidates: Sequence[tuple[str, float]], allowed: Sequence[str],
-                        step: str) -> tuple[dict[str, float], float]:
-    """`renormalize` of one decision step's candidates over the `allowed` answers.
-
-    Raises ServerError, naming who answered, when the candidates hold none of the allowed answers
-    (no logprobs at all, or a reply that ignored the grammar or the instruction): a decision
-    made of no probabilities would be a made-up confidence, so there is none.
-    """
-    probs, off = renormalize(list(candidates), allowed)
-    if probs:
-        return probs, off
+def _reported_candidates(llm: Any, candidates: Sequence[tuple[str, float]], step: str) -> list[tuple[str, float]]:
+    """One decision step's top candidates as a server reported them; ServerError naming who answered
+    when there are none (a server without logprobs), since a decision without them would be made up."""
     if not candidates:
         raise ServerError(f"{_who_answered(llm)} returned no logprobs for the {step} token; use a server that "
                           "supports logprobs (llama_cpp.server with --logits_all true) or the embedded backend")
-    seen = ", ".join(repr(token) for token, _ in list(candidates)[:5])
-    raise ServerError(f"{_who_answered(llm)} gave none of the allowed answers ({', '.join(allowed)}) for the {step} "
-                      f"token among its top {len(candidates)} candidates ({seen}, ...): it ignored the grammar or the "
-                      "instruction. Use a server that applies GBNF grammars and reports logprobs (llama_cpp.server) "
-                      "or the embedded backend")
+    return list(candidates)
 
 
 def _clean_message(text: str) -> str:
@@ -270,8 +259,10 @@ class FullListDecider:
     def _generated(self, messages: list[Message]) -> tuple[DecisionStep, DecisionStep, str, dict[str, Any]]:
         """Grammar-constrained generation; each step's top candidates renormalised over its letters.
 
-        A reply that is not a code (a server that ignored the grammar), or whose tokens are not the
-        group letter then the intent letter, raises ServerError: there are no probabilities to read.
+        A reply that is not a code (a server that ignored the grammar), whose tokens are not the
+        group letter then the intent letter, or without logprobs raises ServerError: there are no
+        probabilities to read. A step whose candidates hold no allowed letter is a real answer: the
+        model put its probability elsewhere (off-label mass 1 for that step).
         """
         completion = self.llm.chat(messages, max_tokens=3, grammar=self.grammar, top_logprobs=self.top_logprobs)
         code = completion.text.strip()
@@ -287,13 +278,13 @@ class FullListDecider:
                               "the group letter then the intent letter (\"C\", \"-F\" or \"C\", \"-\", \"F\") that a "
                               "full-list decision reads. Serve the workbook's model (Qwen2.5-Coder-1.5B-Instruct) with "
                               "llama_cpp.server, or use the embedded backend")
-        group_probs, group_off = _step_probabilities(self.llm, tokens[0].top, self.group_letters, "group")
+        group_probs, group_off = renormalize(_reported_candidates(self.llm, tokens[0].top, "group"), self.group_letters)
         intents = self.intent_letters[code[0]]
         if three_tokens:  # the intent letter is the third token
-            intent_probs, intent_off = _step_probabilities(self.llm, tokens[2].top, intents, "intent")
+            intent_probs, intent_off = renormalize(_reported_candidates(self.llm, tokens[2].top, "intent"), intents)
         else:
-            dashed, intent_off = _step_probabilities(self.llm, tokens[1].top, [f"-{letter}" for letter in intents],
-                                                     "intent")
+            dashed, intent_off = renormalize(_reported_candidates(self.llm, tokens[1].top, "intent"),
+                                             [f"-{letter}" for letter in intents])
             intent_probs = {key[1:]: p for key, p in dashed.items()}
         return (self._step("group", group_probs, group_off, self.group_letters),
                 self._step("intent", intent_probs, intent_off, intents), code,
@@ -569,7 +560,13 @@ class ShortlistDecider:
                                for messages in requests]
         results = []
         for candidates in candidate_lists:
-            probs, off = _step_probabilities(self.llm, candidates, allowed, "option letter")
+            probs, off = renormalize(_reported_candidates(self.llm, candidates, "option letter"), allowed)
+            if not probs:  # no letter to renormalise over: any probabilities would be made up
+                seen = ", ".join(repr(token) for token, _ in candidates[:5])
+                raise ServerError(f"{_who_answered(self.llm)} gave no option letter ({', '.join(allowed)}) any of "
+                                  f"its top {len(candidates)} candidates for the answer ({seen}, ...): it ignored the "
+                                  "instruction, or the model wanted to write something else. Use a server that "
+                                  "reports logprobs of the workbook's model (llama_cpp.server) or the embedded backend")
             results.append((_aligned(probs, allowed), off))
         return results
 

@@ -192,7 +192,7 @@ def _server_decider(method, url, groups, retriever):
 
 @pytest.mark.parametrize("method", ["full", "shortlist"])
 @pytest.mark.parametrize("answers, what", [(NO_LOGPROBS, "returned no logprobs"),
-                                           (IGNORES_GRAMMAR, "ignored the grammar|none of the allowed answers")])
+                                           (IGNORES_GRAMMAR, "ignored the grammar|gave no option letter")])
 def test_a_server_that_gives_no_usable_probabilities_is_a_server_error(serve, groups, retriever, method, answers, what):
     from lib.openai_compatible import ServerError
 
@@ -226,3 +226,14 @@ def test_the_error_names_the_server_behind_a_wrapper(serve, groups):
     decider = FullListDecider(CallTimer(OpenAICompatibleLLM(url, "qwen", timeout=10)), groups)
     with pytest.raises(ServerError, match=rf"the server at {re.escape(url)} replied 'Sure! .*ignored the grammar"):
         decider.decide("I still have not received my new card")
+
+
+def test_a_grammar_respecting_reply_whose_step_holds_no_letter_is_still_a_decision(serve, groups):
+    """The model chose "C-F" under the grammar but wanted to write "Leaf": its probability went elsewhere,
+    a real answer (off-label mass 1 for that step), not a server fault."""
+    from lib.openai_compatible import OpenAICompatibleLLM
+
+    url = serve(body=_chat_reply("C-F", [("C", ["C", "B"]), ("-F", ["Leaf", "leaf"])]))
+    decision = FullListDecider(OpenAICompatibleLLM(url, "qwen", timeout=10), groups).decide("autumn leaves")
+    assert decision.code == "C-F" and decision.steps[1].off_label_mass == 1.0 and decision.off_label_mass == 1.0
+    assert decision.confidence == 0.0 and decision.details["p_group"] > 0
