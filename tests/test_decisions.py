@@ -243,7 +243,7 @@ def test_a_real_server_gives_the_shortlist_usable_probabilities(server_url, grou
     """llama_cpp.server reports the logprobs a decision needs: none of the errors above on a real server."""
     from lib.openai_compatible import OpenAICompatibleLLM
 
-    llm = OpenAICompatibleLLM(server_url, "qwen")
+    llm = OpenAICompatibleLLM(server_url, "qwen", timeout=300)  # the test server shares the CPU with the suite
     decider = ShortlistDecider(llm, retriever, groups, k=4, n_orders=1, calibrate=False, debias="none", n_examples=1)
     decision = decider.decide("I still have not received my new card")
     _check(decision, set(decision.candidates))
