@@ -26,7 +26,10 @@ it in three, "C", "-", "F". The second spelling is read too ("the retry": one mo
 with the dash in place), and the intent probability adds both spellings, so no
 probability is lost to the way a code happens to be tokenised. On a server backend the
 decision is a grammar-constrained generation whose top candidates are renormalised per
-step; there a letter missing from the candidates gets probability 0.
+step; there a letter missing from the candidates gets probability 0. A server that gives no
+usable probabilities (no logprobs, a reply that ignored the grammar, a shortlist answer
+without any option letter among its candidates) raises
+`lib.openai_compatible.ServerError` naming it: no confidence is ever made up.
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ from lib.hashing import fingerprint
 from lib.indexes import IntentRetriever, pool_embeddings
 from lib.llm import CapabilityError, EmbeddedLLM, Message, validate_messages
 from lib.logprobs import renormalize
+from lib.openai_compatible import ServerError
 from lib.recording import RecordedLLM
 
 DEFAULT_TOP_LOGPROBS = 20
@@ -124,6 +128,28 @@ def embedded_backend(llm: Any) -> EmbeddedLLM | None:
 def runs_in_process(llm: Any) -> bool:
     """Whether `llm` is the embedded model, which serves one request at a time."""
     return getattr(llm, "backend_name", None) == "embedded"
+
+
+def _who_answered(llm: Any) -> str:
+    """Who answered `llm`'s requests, for an error message: "the server at URL" when `llm` is a server
+    client, the recording layer over one (its `config`), or a wrapper holding either as `llm` (such as
+    `lib.question_runs.CallTimer`); else "the model IDENTITY"."""
+    while True:
+        url = getattr(llm, "base_url", None) or getattr(getattr(llm, "config", None), "base_url", None)
+        if url:
+            return f"the server at {url}"
+        if getattr(llm, "llm", None) is None:
+            return f"the model {getattr(llm, 'identity', type(llm).__name__)}"
+        llm = llm.llm
+
+
+def _reported_candidates(llm: Any, candidates: Sequence[tuple[str, float]], step: str) -> list[tuple[str, float]]:
+    """One decision step's top candidates as a server reported them; ServerError naming who answered
+    when there are none (a server without logprobs), since a decision without them would be made up."""
+    if not candidates:
+        raise ServerError(f"{_who_answered(llm)} returned no logprobs for the {step} token; use a server that "
+                          "supports logprobs (llama_cpp.server with --logits_all true) or the embedded backend")
+    return list(candidates)
 
 
 def _clean_message(text: str) -> str:
@@ -243,17 +269,34 @@ class FullListDecider:
                 {"three_token_share": significant(share)})
 
     def _generated(self, messages: list[Message]) -> tuple[DecisionStep, DecisionStep, str, dict[str, Any]]:
-        """Grammar-constrained generation; each step's top candidates renormalised over its letters."""
+        """Grammar-constrained generation; each step's top candidates renormalised over its letters.
+
+        A reply that is not a code (a server that ignored the grammar), whose tokens are not the
+        group letter then the intent letter, or without logprobs raises ServerError: there are no
+        probabilities to read. A step whose candidates hold no allowed letter is a real answer: the
+        model put its probability elsewhere (off-label mass 1 for that step).
+        """
         completion = self.llm.chat(messages, max_tokens=3, grammar=self.grammar, top_logprobs=self.top_logprobs)
         code = completion.text.strip()
+        if code not in self.codes:
+            raise ServerError(f"{_who_answered(self.llm)} replied {completion.text[:80]!r}, which is none of the "
+                              f"{len(self.codes)} codes its grammar allows: it ignored the grammar. Use a server that "
+                              "applies GBNF grammars (llama_cpp.server) or the embedded backend")
         tokens = completion.tokens
-        group_probs, group_off = renormalize(list(tokens[0].top), self.group_letters)
+        spelled = [token.token for token in tokens]
+        three_tokens = spelled[1:2] == ["-"]
+        if [token.strip() for token in spelled[:1]] != [code[0]] or len(spelled) < (3 if three_tokens else 2):
+            raise ServerError(f"{_who_answered(self.llm)} returned the tokens {spelled} for the code {code!r}, not "
+                              "the group letter then the intent letter (\"C\", \"-F\" or \"C\", \"-\", \"F\") that a "
+                              "full-list decision reads. Serve the workbook's model (Qwen2.5-Coder-1.5B-Instruct) with "
+                              "llama_cpp.server, or use the embedded backend")
+        group_probs, group_off = renormalize(_reported_candidates(self.llm, tokens[0].top, "group"), self.group_letters)
         intents = self.intent_letters[code[0]]
-        three_tokens = tokens[1].token == "-"
         if three_tokens:  # the intent letter is the third token
-            intent_probs, intent_off = renormalize(list(tokens[2].top), intents)
+            intent_probs, intent_off = renormalize(_reported_candidates(self.llm, tokens[2].top, "intent"), intents)
         else:
-            dashed, intent_off = renormalize(list(tokens[1].top), [f"-{letter}" for letter in intents])
+            dashed, intent_off = renormalize(_reported_candidates(self.llm, tokens[1].top, "intent"),
+                                             [f"-{letter}" for letter in intents])
             intent_probs = {key[1:]: p for key, p in dashed.items()}
         return (self._step("group", group_probs, group_off, self.group_letters),
                 self._step("intent", intent_probs, intent_off, intents), code,
@@ -530,8 +573,14 @@ class ShortlistDecider:
                                for messages in requests]
         results = []
         for candidates in candidate_lists:
-            probs, off = renormalize(candidates, allowed)
-            results.append((_aligned(probs, allowed), off) if probs else (np.full(len(shown), 1.0 / len(shown)), 1.0))
+            probs, off = renormalize(_reported_candidates(self.llm, candidates, "option letter"), allowed)
+            if not probs:  # no letter to renormalise over: any probabilities would be made up
+                seen = ", ".join(repr(token) for token, _ in candidates[:5])
+                raise ServerError(f"{_who_answered(self.llm)} gave no option letter ({', '.join(allowed)}) any of "
+                                  f"its top {len(candidates)} candidates for the answer ({seen}, ...): it ignored the "
+                                  "instruction, or the model wanted to write something else. Use a server that "
+                                  "reports logprobs of the workbook's model (llama_cpp.server) or the embedded backend")
+            results.append((_aligned(probs, allowed), off))
         return results
 
     def _name_probs(self, shown: Sequence[str], messages: list[Message]) -> tuple[np.ndarray, float]:

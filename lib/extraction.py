@@ -14,7 +14,6 @@ saved runs over the ten committee cases (setup/run_committees.py).
 """
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from lib.llm import LLM, Completion
+from lib.results_store import RESULTS_DIR, ResultsStore
 from lib.rules import CommitteeMember, department_key, validated_home_key, validated_members
 from lib.structured import StructuredResult, ask_structured
 
@@ -381,9 +381,6 @@ COMMITTEE_METHODS: tuple[str, ...] = ("one-call", "by-questions", "questions-wit
 same with the sentences that name the member quoted before every question (`quote_evidence="always"`)
 or only before a question whose plain answer was unsure (`quote_evidence="when unsure"`)."""
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
-
-
 def committee_run_path(method: str, results_dir: Path = RESULTS_DIR) -> Path:
     """Where the saved extractions of the committee cases by `method` live."""
     if method not in COMMITTEE_METHODS:
@@ -426,26 +423,15 @@ def extract_case(llm: LLM, case: Mapping[str, Any], method: str) -> ExtractionRe
     raise ValueError(f"method must be one of {COMMITTEE_METHODS}, got {method!r}")
 
 
-def _read_committee_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], bool]:
-    """(header, rows, last line torn) of a saved run; reading never changes the file."""
-    if not path.is_file():
-        return None, [], False
-    text = path.read_text(encoding="utf-8")
-    torn = bool(text) and not text.endswith("\n")
-    lines = text.splitlines()[:-1] if torn else text.splitlines()
-    header, rows = None, []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}:{number}: not a JSON line ({error.msg}); remove the line and run again") from None
-        if entry.get("kind") == "header":
-            header = entry
-        else:
-            rows.append(entry)
-    return header, rows, torn
+_COMMITTEE_ROW_FIELDS: tuple[str, ...] = ("case", "ok", "errors", "members", "calls", "seconds", "generated_tokens")
+"""The fields of one case's line in a saved committee run."""
+
+
+def _committee_store(method: str, path: Path | None = None, results_dir: Path = RESULTS_DIR) -> ResultsStore:
+    """The store of `method`'s saved run (at `path`, by default `committee_run_path`): rows by case id."""
+    return ResultsStore(path or committee_run_path(method, results_dir),
+                        f"python setup/run_committees.py --method {method}", {"row": _COMMITTEE_ROW_FIELDS},
+                        key="case", key_type=str)
 
 
 def run_committee_cases(llm: LLM, method: str, cases: Sequence[Mapping[str, Any]], *, header: Mapping[str, Any],
@@ -453,41 +439,25 @@ def run_committee_cases(llm: LLM, method: str, cases: Sequence[Mapping[str, Any]
     """Extract every case with `method` and append one JSON line per case to the saved run.
 
     Resumable: cases already in the file are skipped, so an interrupted run continues where
-    it stopped. `header` (model, fingerprint, command, ...) starts a new file; resuming a file
-    whose model or fingerprint differs raises instead of mixing two runs, and a file with rows
-    but no header is refused. A last line cut short by a kill is dropped (and said so).
+    it stopped. `header` (model, fingerprint, command, ...) starts a new file. The file is
+    written by its `lib.results_store.ResultsStore`: resuming a file whose model or fingerprint
+    differs raises instead of mixing two runs, a file with rows but no header is refused, and a
+    last line cut short by a kill is removed (with a warning).
     """
     from tqdm.auto import tqdm
 
-    path = path or committee_run_path(method)
-    existing, rows, torn = _read_committee_run(path)
-    if rows and existing is None:
-        raise ValueError(f"{path} holds {len(rows)} rows but no header line; it is left as it is: "
-                         "restore its header or move it away")
-    if existing is not None:
-        changed = [key for key in ("model", "fingerprint") if existing.get(key) != header.get(key)]
-        if changed:
-            raise ValueError(f"{path} was made with another {' and '.join(changed)}; move it away to start afresh")
-    if torn:
-        kept = path.read_text(encoding="utf-8")
-        path.write_text(kept[: kept.rfind("\n") + 1], encoding="utf-8")
-        print(f"{path.name}: dropped a last line cut short by an interrupted run")
-    done = {row["case"] for row in rows}
+    store = _committee_store(method, path)
+    done = store.start(header, checked=("model", "fingerprint")).rows
     todo = [case for case in cases if case["id"] not in done]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as handle:
-        if existing is None:
-            handle.write(json.dumps({"kind": "header", **header}, sort_keys=True, ensure_ascii=False) + "\n")
+    with store.appending() as append:
         for case in tqdm(todo, desc=f"committees {method}", disable=not progress):
             result = extract_case(llm, case, method)
-            row = {"kind": "row", "case": case["id"], "ok": result.ok, "errors": list(result.errors),
-                   "members": None if result.members is None else [m.model_dump() for m in result.members],
-                   "calls": len(result.completions),
-                   "seconds": round(sum(c.seconds for c in result.completions), 2),
-                   "generated_tokens": sum(c.completion_tokens for c in result.completions)}
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            handle.flush()
-    return path
+            append({"kind": "row", "case": case["id"], "ok": result.ok, "errors": list(result.errors),
+                    "members": None if result.members is None else [m.model_dump() for m in result.members],
+                    "calls": len(result.completions),
+                    "seconds": round(sum(c.seconds for c in result.completions), 2),
+                    "generated_tokens": sum(c.completion_tokens for c in result.completions)})
+    return store.path
 
 
 @dataclass(frozen=True)
@@ -501,11 +471,10 @@ class CommitteeRun:
 
 def load_committee_run(method: str, results_dir: Path = RESULTS_DIR) -> CommitteeRun:
     """Read the saved extractions of `method` (made by `python setup/run_committees.py`)."""
-    path = committee_run_path(method, results_dir)
-    header, rows, _ = _read_committee_run(path)
-    if header is None or not rows:
-        raise FileNotFoundError(f"{path} does not exist or holds no rows; make it with "
-                                f"`python setup/run_committees.py --method {method}`")
-    members = {row["case"]: None if row["members"] is None else [CommitteeMember(**m) for m in row["members"]]
-               for row in rows}
-    return CommitteeRun(header, members, {row["case"]: row for row in rows})
+    store = _committee_store(method, results_dir=results_dir)
+    content = store.read()
+    if content.header is None or not content.rows:
+        raise FileNotFoundError(f"{store.path} does not exist or holds no rows; make it with `{store.command}`")
+    members = {case: None if row["members"] is None else [CommitteeMember(**m) for m in row["members"]]
+               for case, row in content.rows.items()}
+    return CommitteeRun(content.header, members, content.rows)

@@ -228,7 +228,14 @@ class OpenAICompatibleLLM(LocalMethods):
                                       key=lambda pair: -pair[1])))
             for item in content
         )
-        return Completion(choice["message"].get("content") or "", choice.get("finish_reason") or "stop",
+        text = choice["message"].get("content") or ""
+        if top_logprobs and (any(not step.top for step in steps) or text and not steps):
+            sent = "none" if not steps else "tokens without any"
+            raise ServerError(f"the server at {self.base_url} returned no logprobs: {url} was asked for the top "
+                              f"{top_logprobs} candidates of each token and sent {sent}, so no probability can be "
+                              "read from its reply. Use a server that supports logprobs (llama_cpp.server with "
+                              "--logits_all true) or the embedded backend")
+        return Completion(text, choice.get("finish_reason") or "stop",
                           int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", len(steps))),
                           seconds, steps)
 

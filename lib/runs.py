@@ -18,17 +18,16 @@ once (`METHODS`, `LLM_METHODS`, `BASELINE_METHODS`, taken from the deciders them
 
 `run_items` and `load_item_run` keep the same discipline (header, resumable rows, never mixed)
 for the smaller runs over a list of items that notebooks 06, 07, 08 and 15 read (`lib.question_runs`).
+Both read and write their files through `lib.results_store`, the one owner of those rules.
 """
 from __future__ import annotations
 
 import datetime
-import json
-import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields as dataclass_fields
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,8 +38,8 @@ from lib.decisions import (Debias, Decider, IntentDecision, FullListDecider, Log
 from lib.hashing import fingerprint
 from lib.indexes import IntentRetriever
 from lib.llm import library_versions
+from lib.results_store import RESULTS_DIR, ResultsStore
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
 TASKS = ("banking77", "clinc150")
 SPLITS = ("calibration", "test")
 LLM_METHODS = (FullListDecider.method, ShortlistDecider.method)
@@ -57,6 +56,7 @@ ORDER_SEED = 2024
 BATCH = 64
 """Messages per batch for deciders that have `decide_many` (the baselines)."""
 _HEADER_CHECKED = ("task", "split", "method", "model", "fingerprint")
+"""The header fields a split run must share with the file it resumes: anything else would mix two runs."""
 
 
 def load_split(task: str, split: str) -> pd.DataFrame:
@@ -123,66 +123,21 @@ def _model_identity(decider: Decider) -> dict[str, Any]:
     return {"model": llm.identity, "backend": llm.backend_name}
 
 
-class _ResultsFile(NamedTuple):
-    """What a results file holds: its header, decided rows and failure rows by message index,
-    and the size in bytes of an unfinished last line (a kill mid-write; 0 when none)."""
-
-    header: dict[str, Any] | None
-    rows: dict[int, dict[str, Any]]
-    failures: dict[int, dict[str, Any]]
-    unfinished_bytes: int
+_ROW_FIELDS = ("i", "text", "label", "pred", "correct",
+               *(field.name for field in dataclass_fields(IntentDecision) if field.name != "label"))
+"""The fields of a decided message's line (`decision_row`): the message, its gold label, the decision."""
+_FAILURE_FIELDS = ("i", "text", "label", "error")
+"""The fields of a failed message's line (`failure_row`)."""
 
 
-def _read_results(path: Path) -> _ResultsFile:
-    """Read a results file without changing it.
-
-    An unfinished last line (no newline: the writer was killed mid-line) is left out and
-    reported in `unfinished_bytes`; `run_split`, the only writer, removes it. Any other line
-    that is not a JSON object raises ValueError naming the file and the line. A message
-    decided again after a failure (`retry_failures`) counts by its latest line.
-    """
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder, not a results file; move it away and run "
-                         f"`python setup/run_results.py` again")
-    if not path.is_file():
-        return _ResultsFile(None, {}, {}, 0)
-    raw = path.read_bytes()
-    complete = raw[: raw.rfind(b"\n") + 1]
-    header, rows, failures = None, {}, {}
-    for number, line in enumerate(complete.decode("utf-8", errors="replace").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-            kind, index = entry["kind"], entry.get("i")
-        except (json.JSONDecodeError, TypeError, KeyError) as error:
-            raise ValueError(f"{path}, line {number}: not a JSON line of a results file ({error}): "
-                             f"{line[:80]!r}. Delete that line, or the file, and run again") from None
-        if kind == "header":
-            header = entry
-        elif kind in ("row", "failure") and isinstance(index, int):
-            rows.pop(index, None)
-            failures.pop(index, None)
-            (rows if kind == "row" else failures)[index] = entry
-        else:
-            raise ValueError(f"{path}, line {number}: a line of kind {kind!r} with index {index!r} is not "
-                             "a header, row or failure line. Delete that line, or the file, and run again")
-    return _ResultsFile(header, rows, failures, len(raw) - len(complete))
+def _store(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> ResultsStore:
+    """The store of a split run's file: rows and failures by message index `i`."""
+    return ResultsStore(results_path(task, split, method, results_dir), _command(task, split, method),
+                        {"row": _ROW_FIELDS, "failure": _FAILURE_FIELDS})
 
 
-def _remove_unfinished_line(path: Path, content: _ResultsFile) -> None:
-    """The writer's repair: cut the unfinished last line a kill left (never anything else), and say so."""
-    if content.unfinished_bytes:
-        with open(path, "r+b") as handle:
-            handle.truncate(path.stat().st_size - content.unfinished_bytes)
-        warnings.warn(f"{path}: removed an unfinished last line ({content.unfinished_bytes} bytes) left by an "
-                      "interrupted run; that row is computed again", UserWarning, stacklevel=3)
-
-
-def _read_lines(path: Path) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
-    """The header and the decided rows of a results file (see `_read_results`)."""
-    content = _read_results(path)
-    return content.header, content.rows
+def _command(task: str, split: str, method: str) -> str:
+    return f"python setup/run_results.py --task {task} --method {method} --split {split}"
 
 
 def decision_row(index: int, text: str, label: str, decision: IntentDecision) -> dict[str, Any]:
@@ -204,28 +159,6 @@ MAX_FAILURES_IN_A_ROW = 5
 """`run_split` stops after this many consecutive failures: the model or server is broken, not a message."""
 
 
-def _check_resumable(path: Path, content: _ResultsFile, header: dict[str, Any]) -> None:
-    """Refuse to append to a file made with other settings or without a header; warn on other versions."""
-    if content.header is None:
-        if content.rows or content.failures:
-            raise ValueError(
-                f"{path} has no header line but holds {len(content.rows)} rows and {len(content.failures)} "
-                "failure rows; refusing to write to it, since nothing says which model and prompt made them. "
-                "Restore its first line (e.g. from git), or move the file away to start again")
-        return
-    changed = {key: (content.header.get(key), header[key]) for key in _HEADER_CHECKED
-               if content.header.get(key) != header[key]}
-    if changed:
-        raise ValueError(f"{path} was written with other settings {changed}; delete it to start again")
-    saved = content.header.get("versions") or {}
-    differing = [f"{name} {saved.get(name, 'not recorded')} (now {version})"
-                 for name, version in header["versions"].items() if saved.get(name) != version]
-    if differing:
-        warnings.warn(f"{path} was written with {', '.join(differing)}; the rows added now come from other "
-                      "library versions than the rows already there. Delete the file to redo every row "
-                      "with one set of versions", UserWarning, stacklevel=3)
-
-
 def run_split(task: str, split: str, method: str, *, decider: Decider | None = None, llm: Any = None,
               limit: int | None = None, workers: int = 1, results_dir: Path = RESULTS_DIR,
               progress: bool = True, retry_failures: bool = False, **options: Any) -> Path:
@@ -240,11 +173,12 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
     time); rows are still written in processing order, so the file does not depend on it.
 
     A message whose decision raises ValueError or RuntimeError (a prompt too long for a
-    server's context, a server error) is saved as a failure row with the error, and the run
-    goes on; a resume skips it unless `retry_failures`. MAX_FAILURES_IN_A_ROW failures in a
-    row stop the run, as does a server that does not answer. The file is only ever
-    appended to: a file without its header is refused, and an unfinished last line left by
-    a kill is the only thing removed (with a warning). Returns the path of the results file.
+    server's context, a server error, a server that gives no probabilities to decide on) is
+    saved as a failure row with the error, never as a made-up confidence, and the run goes on; a resume skips it unless `retry_failures`. MAX_FAILURES_IN_A_ROW failures in a
+    row stop the run, as does a server that does not answer. The file is written by its
+    `lib.results_store.ResultsStore`: only ever appended to, a file without its header or with
+    other settings refused, and an unfinished last line left by a kill the only thing removed
+    (with a warning). Returns the path of the results file.
     """
     from lib.openai_compatible import ServerUnavailableError
 
@@ -258,18 +192,11 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
     if workers > 1 and not decider.thread_safe:
         raise ValueError(f"the {method} decider drives the embedded model, which runs one request at a time; "
                          "use workers=1, or a server backend (WORKBOOK_BACKEND=openai) for concurrent requests")
-    path = results_path(task, split, method, results_dir)
-    header = {"kind": "header", "task": task, "split": split, "method": method, **_model_identity(decider),
+    store = _store(task, split, method, results_dir)
+    header = {"task": task, "split": split, "method": method, **_model_identity(decider),
               "fingerprint": decider.fingerprint, "versions": library_versions(),
-              "date": datetime.date.today().isoformat(), "command":
-              f"python setup/run_results.py --task {task} --method {method} --split {split}"}
-    content = _read_results(path)
-    _check_resumable(path, content, header)
-    _remove_unfinished_line(path, content)
-    if content.header is None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as handle:  # new or empty file: nothing to lose
-            handle.write(json.dumps(header, ensure_ascii=False, sort_keys=True) + "\n")
+              "date": datetime.date.today().isoformat(), "command": store.command}
+    content = store.start(header, checked=_HEADER_CHECKED)
     settled = set(content.rows) if retry_failures else set(content.rows) | set(content.failures)
     todo = [i for i in order if i not in settled]
     texts, labels = frame["text"].tolist(), frame["label"].tolist()
@@ -284,7 +211,7 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
         except (ValueError, RuntimeError) as error:
             return error
 
-    with open(path, "a", encoding="utf-8") as handle:
+    with store.appending() as append:
         def write(i: int, outcome: IntentDecision | Exception) -> None:
             nonlocal failed_in_a_row, failed
             if isinstance(outcome, Exception):
@@ -293,8 +220,7 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
             else:
                 row = decision_row(i, texts[i], labels[i], outcome)
                 failed_in_a_row = 0
-            handle.write(json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n")
-            handle.flush()
+            append(row)
             bar.update(1)
             if failed_in_a_row >= MAX_FAILURES_IN_A_ROW:
                 raise RuntimeError(f"{MAX_FAILURES_IN_A_ROW} messages in a row failed, the last with {row['error']}; "
@@ -315,14 +241,12 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
                     for i, outcome in zip(todo, pool.map(decide, todo)):
                         write(i, outcome)  # map yields in submission order
         finally:
-            handle.flush()
-            os.fsync(handle.fileno())
             bar.close()
     if failed:
-        warnings.warn(f"{path}: {failed} of {len(todo)} messages could not be decided and were saved as failure "
+        warnings.warn(f"{store.path}: {failed} of {len(todo)} messages could not be decided and were saved as failure "
                       "rows (see load_results(...).attrs['failures']); resume with retry_failures to try "
                       "them again", UserWarning, stacklevel=2)
-    return path
+    return store.path
 
 
 def processing_order(n_messages: int, seed: int = ORDER_SEED) -> list[int]:
@@ -333,8 +257,7 @@ def processing_order(n_messages: int, seed: int = ORDER_SEED) -> list[int]:
 
 def run_progress(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> tuple[int, int]:
     """(messages decided, messages in the split) for a results file; (0, n) when it does not exist."""
-    _, rows = _read_lines(results_path(task, split, method, results_dir))
-    return len(rows), len(load_split(task, split))
+    return len(_store(task, split, method, results_dir).read().rows), len(load_split(task, split))
 
 
 def _progress(total: int, initial: int, description: str, enabled: bool):
@@ -345,7 +268,7 @@ def _progress(total: int, initial: int, description: str, enabled: bool):
 
 def run_is_complete(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> bool:
     """Whether the run of `method` reached every message of the split (decided, or saved as a failure)."""
-    content = _read_results(results_path(task, split, method, results_dir))
+    content = _store(task, split, method, results_dir).read()
     return len(set(content.rows) | set(content.failures)) == len(load_split(task, split))
 
 
@@ -386,7 +309,7 @@ def confidence_signals(frame: pd.DataFrame, method: str) -> dict[str, tuple[np.n
 
 def results_header(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> dict[str, Any]:
     """The header of a results file: model, backend, versions, prompt fingerprint, date."""
-    header, _ = _read_lines(results_path(task, split, method, results_dir))
+    header = _store(task, split, method, results_dir).read().header
     if header is None:
         raise FileNotFoundError(_missing(task, split, method, results_dir))
     return header
@@ -401,7 +324,7 @@ def _missing(task: str, split: str, method: str, results_dir: Path) -> str:
         what = "is empty (not even a header line)"
     else:
         what = "holds no decided rows yet"
-    return f"{path} {what}; produce it with `python setup/run_results.py --task {task} --method {method} --split {split}`"
+    return f"{path} {what}; produce it with `{_command(task, split, method)}`"
 
 
 def load_results(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> pd.DataFrame:
@@ -423,8 +346,8 @@ def load_results(task: str, split: str, method: str, results_dir: Path = RESULTS
     confidence-based measures (calibration, coverage) are over the decided rows only and
     should say how many failed.
     """
-    path = results_path(task, split, method, results_dir)
-    content = _read_results(path)
+    store = _store(task, split, method, results_dir)
+    content = store.read()
     rows = content.rows
     if not rows:
         raise FileNotFoundError(_missing(task, split, method, results_dir))
@@ -446,7 +369,7 @@ def load_results(task: str, split: str, method: str, results_dir: Path = RESULTS
                 for i in sorted(content.failures)]
     frame.attrs["failures"] = failures  # plain dicts: pandas compares attrs when it concatenates frames
     if failures:
-        warnings.warn(f"{path}: {len(failures)} of {len(rows) + len(failures)} messages could not be decided; "
+        warnings.warn(f"{store.path}: {len(failures)} of {len(rows) + len(failures)} messages could not be decided; "
                       "they are in .attrs['failures'], not in the frame", UserWarning, stacklevel=2)
     return frame
 
@@ -560,6 +483,7 @@ def option_scores(results: pd.DataFrame, method: str, label_groups: Any = None) 
 ITEM_RUN_MODES = ("live", "replay")
 """Where an item run's model answers come from: the model itself, or the notebooks' recordings."""
 _ITEM_HEADER_CHECKED = ("run", "model", "fingerprint")
+"""The header fields an item run must share with the file it resumes."""
 
 
 def item_run_path(name: str, results_dir: Path = RESULTS_DIR) -> Path:
@@ -567,6 +491,12 @@ def item_run_path(name: str, results_dir: Path = RESULTS_DIR) -> Path:
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"run name {name!r} must be a plain file name such as 'handbook-short-answers'")
     return Path(results_dir) / f"{name}.jsonl"
+
+
+def _item_store(name: str, results_dir: Path, command: str | None = None) -> ResultsStore:
+    """The store of the item run `name`: rows by item position `i`, remade by `command`."""
+    return ResultsStore(item_run_path(name, results_dir), command or f"python setup/run_question_runs.py --run {name}",
+                        {"row": ("i",)})
 
 
 def run_items(name: str, items: Sequence[Any], compute: Callable[[int, Any], dict[str, Any]], *,
@@ -585,39 +515,22 @@ def run_items(name: str, items: Sequence[Any], compute: Callable[[int, Any], dic
     """
     if mode not in ITEM_RUN_MODES:
         raise ValueError(f"mode must be one of {ITEM_RUN_MODES}, got {mode!r}")
-    path = item_run_path(name, results_dir)
-    header = {"kind": "header", "run": name, "model": model, "backend": backend, "fingerprint": fingerprint(settings),
+    store = _item_store(name, results_dir, command)
+    header = {"run": name, "model": model, "backend": backend, "fingerprint": fingerprint(settings),
               "settings": settings, "mode": mode, "items": len(items), "versions": library_versions(),
               "date": datetime.date.today().isoformat(), "command": command}
-    content = _read_results(path)
-    existing, done = content.header, content.rows
-    if existing is None and done:
-        raise ValueError(f"{path} has no header line but holds {len(done)} rows; refusing to write to it, since "
-                         "nothing says which model and settings made them. Restore its first line (e.g. from git), "
-                         "or move the file away to start again")
-    _remove_unfinished_line(path, content)
-    todo = [i for i in range(len(items)) if i not in done]
-    if existing is not None:
-        changed = {key: (existing.get(key), header[key]) for key in _ITEM_HEADER_CHECKED if existing.get(key) != header[key]}
-        if changed:
-            raise ValueError(f"{path} was written with other settings {changed}; delete it to start again")
-        if todo and existing.get("mode") != mode:
-            raise ValueError(f"{path} was started in {existing.get('mode')} mode; finish it in that mode, "
-                             f"or delete it to start again in {mode} mode")
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(header, ensure_ascii=False, sort_keys=True) + "\n")
+    content = store.start(header, checked=_ITEM_HEADER_CHECKED)
+    todo = [i for i in range(len(items)) if i not in content.rows]
+    if todo and content.header is not None and content.header.get("mode") != mode:
+        raise ValueError(f"{store.path} was started in {content.header.get('mode')} mode; finish it in that mode, "
+                         f"or delete it to start again in {mode} mode")
     bar = _progress(len(items), len(items) - len(todo), name, progress)
-    with open(path, "a", encoding="utf-8") as handle:
+    with store.appending() as append:
         for i in todo:
-            row = {"kind": "row", "i": i, **compute(i, items[i])}
-            handle.write(json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n")
-            handle.flush()
+            append({"kind": "row", "i": i, **compute(i, items[i])})
             bar.update(1)
-        os.fsync(handle.fileno())
     bar.close()
-    return path
+    return store.path
 
 
 def load_item_run(name: str, results_dir: Path = RESULTS_DIR) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -625,9 +538,9 @@ def load_item_run(name: str, results_dir: Path = RESULTS_DIR) -> tuple[dict[str,
 
     Raises FileNotFoundError, naming the command that makes the file, when it does not exist.
     """
-    path = item_run_path(name, results_dir)
-    header, rows = _read_lines(path)
+    store = _item_store(name, results_dir)
+    content = store.read()
+    header, rows = content.header, content.rows
     if header is None:
-        raise FileNotFoundError(f"{path} does not exist; produce it with "
-                                f"`python setup/run_question_runs.py --run {name}` (or `make results`)")
+        raise FileNotFoundError(f"{store.path} does not exist; produce it with `{store.command}` (or `make results`)")
     return header, [{key: value for key, value in rows[i].items() if key != "kind"} for i in sorted(rows)]

@@ -1,6 +1,9 @@
 """Decisions: always a valid label, whatever the message; the debiasing arithmetic; the baselines."""
 from __future__ import annotations
 
+import json
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,6 +12,7 @@ from lib.datasets import OUT_OF_SCOPE, banking77_pool, load_label_groups
 from lib.decisions import (FullListDecider, LogRegDecider, NearestNeighbourDecider, ShortlistDecider,
                            contextual_calibration, cyclic_orders, shortlist_probabilities, significant)
 from lib.indexes import IntentRetriever
+from test_reliability_server import serve  # noqa: F401 (serve is a fixture: a real HTTP server on 127.0.0.1)
 
 ADVERSARIAL = [
     "",
@@ -202,3 +206,93 @@ def test_a_prompt_longer_than_the_context_is_refused_not_cut(embedded, groups):
     message = "\U0001f4b3" * 2_000  # within MAX_MESSAGE_CHARS, but several tokens a character
     with pytest.raises(ValueError, match=r"context holds \d+; shorten the prompt or set WORKBOOK_N_CTX"):
         FullListDecider(embedded, groups).decide(message)
+
+
+# --------------------------------------------------------------------------- servers that cannot do the job
+
+
+def _chat_reply(text: str, tokens: list[tuple[str, list[str]]] | None = None) -> bytes:
+    """A chat completion whose reply is `text`; with `tokens`, each (token, its top candidates) as logprobs."""
+    choice = {"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+    if tokens is not None:
+        choice["logprobs"] = {"content": [
+            {"token": token, "logprob": -0.1,
+             "top_logprobs": [{"token": candidate, "logprob": -0.1 - rank} for rank, candidate in enumerate(top)]}
+            for token, top in tokens]}
+    return json.dumps({"choices": [choice], "usage": {"prompt_tokens": 900, "completion_tokens": 1}}).encode()
+
+
+NO_LOGPROBS = {"full": _chat_reply("C-F"), "shortlist": _chat_reply("B")}
+"""What a server that does not report token probabilities (Ollama's /v1, a proxy) answers."""
+IGNORES_GRAMMAR = {"full": _chat_reply("Sure! The intent is card_arrival.", [("Sure", ["Sure", "The", "I"])]),
+                   "shortlist": _chat_reply("Sure", [("Sure", ["Sure", "The", "Hello"])])}
+"""What a server that does not apply GBNF grammars answers: words, not an allowed letter or code."""
+
+
+def _server_decider(method, url, groups, retriever):
+    from lib.openai_compatible import OpenAICompatibleLLM
+
+    llm = OpenAICompatibleLLM(url, "qwen", timeout=10)
+    if method == "full":
+        return FullListDecider(llm, groups)
+    return ShortlistDecider(llm, retriever, groups)
+
+
+@pytest.mark.parametrize("method", ["full", "shortlist"])
+@pytest.mark.parametrize("answers, what", [(NO_LOGPROBS, "returned no logprobs"),
+                                           (IGNORES_GRAMMAR, "ignored the grammar|gave no option letter")])
+def test_a_server_that_gives_no_usable_probabilities_is_a_server_error(serve, groups, retriever, method, answers, what):
+    from lib.openai_compatible import ServerError
+
+    url = serve(body=answers[method])
+    decider = _server_decider(method, url, groups, retriever)
+    with pytest.raises(ServerError, match=rf"{re.escape(url)}.*({what}).*(llama_cpp\.server|embedded backend)"):
+        decider.decide("I still have not received my new card")
+
+
+@pytest.mark.parametrize("method", ["full", "shortlist"])
+def test_a_run_against_a_server_without_logprobs_saves_failures_not_confidences(serve, groups, retriever, method,
+                                                                                tmp_path):
+    from lib.runs import load_results, results_path, run_split
+
+    url = serve(body=NO_LOGPROBS[method])
+    with pytest.warns(UserWarning, match="3 of 3 messages could not be decided"):
+        run_split("banking77", "calibration", method, decider=_server_decider(method, url, groups, retriever), limit=3,
+                  results_dir=tmp_path, progress=False)
+    lines = results_path("banking77", "calibration", method, tmp_path).read_text(encoding="utf-8").splitlines()
+    assert [line.count('"kind":"failure"') for line in lines[1:]] == [1, 1, 1]
+    assert all(url in line and "ServerError" in line for line in lines[1:])
+    with pytest.raises(FileNotFoundError, match="holds no decided rows"):
+        load_results("banking77", "calibration", method, tmp_path)
+
+
+def test_the_error_names_the_server_behind_a_wrapper(serve, groups):
+    from lib.openai_compatible import OpenAICompatibleLLM, ServerError
+    from lib.question_runs import CallTimer
+
+    url = serve(body=IGNORES_GRAMMAR["full"])
+    decider = FullListDecider(CallTimer(OpenAICompatibleLLM(url, "qwen", timeout=10)), groups)
+    with pytest.raises(ServerError, match=rf"the server at {re.escape(url)} replied 'Sure! .*ignored the grammar"):
+        decider.decide("I still have not received my new card")
+
+
+def test_a_grammar_respecting_reply_whose_step_holds_no_letter_is_still_a_decision(serve, groups):
+    """The model chose "C-F" under the grammar but wanted to write "Leaf": its probability went elsewhere,
+    a real answer (off-label mass 1 for that step), not a server fault."""
+    from lib.openai_compatible import OpenAICompatibleLLM
+
+    url = serve(body=_chat_reply("C-F", [("C", ["C", "B"]), ("-F", ["Leaf", "leaf"])]))
+    decision = FullListDecider(OpenAICompatibleLLM(url, "qwen", timeout=10), groups).decide("autumn leaves")
+    assert decision.code == "C-F" and decision.steps[1].off_label_mass == 1.0 and decision.off_label_mass == 1.0
+    assert decision.confidence == 0.0 and decision.details["p_group"] > 0
+
+
+def test_a_real_server_gives_the_shortlist_usable_probabilities(server_url, groups, retriever):
+    """llama_cpp.server reports the logprobs a decision needs: none of the errors above on a real server."""
+    from lib.openai_compatible import OpenAICompatibleLLM
+
+    llm = OpenAICompatibleLLM(server_url, "qwen", timeout=300)  # the test server shares the CPU with the suite
+    decider = ShortlistDecider(llm, retriever, groups, k=4, n_orders=1, calibrate=False, debias="none", n_examples=1)
+    decision = decider.decide("I still have not received my new card")
+    _check(decision, set(decision.candidates))
+    assert decision.off_label_mass < 0.5 and decision.confidence > 1 / 4

@@ -1,0 +1,219 @@
+"""The one reader and writer of saved runs: the JSON-lines files under data/results/.
+
+Every saved run (`lib.runs.run_split`, `lib.runs.run_items`, `lib.extraction.run_committee_cases`)
+is a file of one JSON object per line: first a header naming what made it (model, prompt
+fingerprint, settings, library versions, the command that remakes it), then one line per item,
+appended as each is computed, so a run that is stopped resumes where it stopped. A
+`ResultsStore` keeps the rules for all of them in one place:
+
+- a read never writes (`ResultsStore.read`);
+- a file holds one run: a header after the first line (another run's rows appended) is refused,
+  naming the line, and so is a line that is not UTF-8, not JSON, or lacks a field its kind needs;
+- a last line without its newline is still a line when it is complete (it parses and has its
+  fields); only a last line cut short by a kill is left out, and only the writer removes it;
+- only the writer (`ResultsStore.start`, then `ResultsStore.appending`) changes a file: it
+  refuses a file made with other settings or without its header, and otherwise only ever appends.
+"""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
+"""Where the saved runs live: data/results/."""
+
+HEADER = "header"
+"""The `kind` of a file's first line."""
+
+
+@dataclass(frozen=True)
+class SavedLines:
+    """What a results file holds, read without changing it.
+
+    header: the first line, or None (no file, an empty file). rows and failures: the lines of
+    kind "row" and "failure" by their key (a line written again later, e.g. a failure decided on
+    a retry, counts by its latest version). torn_bytes: the size of a last line cut short by a
+    kill (0 when none); missing_newline: the last line is complete but lacks its newline.
+    """
+
+    header: dict[str, Any] | None = None
+    rows: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    failures: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    torn_bytes: int = 0
+    missing_newline: bool = False
+
+
+class _BadLine(ValueError):
+    """A line that is not a line of this store (the reason, without the file and line number)."""
+
+
+@dataclass(frozen=True)
+class ResultsStore:
+    """One saved run's file and what its lines must hold.
+
+    path: the file. command: the command that remakes it, named in every error about a damaged
+    line. key: the field naming the item a line is about ("i", a position; "case", an id), of
+    type `key_type`. fields: the fields each kind of line ("row", and "failure" where the run
+    saves what it could not compute) must have besides `kind`, e.g. {"row": ("i", "text", ...),
+    "failure": ("i", "error")}; a line of a kind not listed is refused.
+    """
+
+    path: Path
+    command: str
+    fields: Mapping[str, Sequence[str]]
+    key: str = "i"
+    key_type: type = int
+
+    # -- reading
+
+    def read(self) -> SavedLines:
+        """The header, rows and failures of the file, and what a writer would have to repair.
+
+        Raises ValueError, naming the file, the line and what to do, for a folder in the file's
+        place, a line that is not UTF-8 JSON of a known kind with its fields, or a second header.
+        A missing file reads as empty.
+        """
+        if self.path.is_dir():
+            raise ValueError(f"{self.path} is a folder, not a results file; move it away and run `{self.command}`")
+        if not self.path.is_file():
+            return SavedLines()
+        raw = self.path.read_bytes()
+        end = raw.rfind(b"\n") + 1
+        lines = raw[:end].split(b"\n")[:-1]
+        last, torn_bytes = raw[end:], 0
+        if last.strip():
+            try:
+                self._entry(last)
+                lines.append(last)  # complete, only its newline is missing
+            except _BadLine:
+                torn_bytes = len(last)  # cut short by a kill: left out, and left for the writer to remove
+        elif last:
+            torn_bytes = len(last)
+        header, header_line = None, None
+        rows: dict[Any, dict[str, Any]] = {}
+        failures: dict[Any, dict[str, Any]] = {}
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = self._entry(line)
+            except _BadLine as error:
+                raise self._damaged(number, str(error)) from None
+            if entry["kind"] == HEADER:
+                if header_line is not None:
+                    raise self._damaged(number, f"a second header line (the first is line {header_line}): the lines "
+                                                "after it come from another run, and one file holds one run")
+                if rows or failures:
+                    raise self._damaged(number, "a header line after rows: the rows before it come from another "
+                                                "run, and one file holds one run")
+                header, header_line = entry, number
+                continue
+            rows.pop(entry[self.key], None)
+            failures.pop(entry[self.key], None)
+            (rows if entry["kind"] == "row" else failures)[entry[self.key]] = entry
+        return SavedLines(header, rows, failures, torn_bytes, missing_newline=bool(last) and not torn_bytes)
+
+    def _entry(self, line: bytes) -> dict[str, Any]:
+        """One line as a dict, or _BadLine saying why it is not a line of this store."""
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise _BadLine(f"not UTF-8 text (byte {line[error.start]:#04x} at position {error.start})") from None
+        try:
+            entry = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise _BadLine(f"not a JSON line of a results file ({error}): {text[:80]!r}") from None
+        self._check(entry)
+        return entry
+
+    def _check(self, entry: Any) -> None:
+        """Raise ValueError unless `entry` is a line this store may hold: a header, or a known kind
+        with every field it needs and a key of the right type."""
+        kind = entry.get("kind") if isinstance(entry, dict) else None
+        if kind == HEADER:
+            return
+        if kind not in self.fields:
+            raise _BadLine(f"a line of kind {kind!r}, which is none of {[HEADER, *self.fields]}")
+        missing = [name for name in (self.key, *self.fields[kind]) if name not in entry]
+        if missing:
+            raise _BadLine(f"a {kind} line without {', '.join(repr(name) for name in dict.fromkeys(missing))}")
+        if not isinstance(entry[self.key], self.key_type) or isinstance(entry[self.key], bool):
+            raise _BadLine(f"a {kind} line whose {self.key!r} is {entry[self.key]!r}, not a {self.key_type.__name__}")
+
+    def _damaged(self, number: int, what: str) -> ValueError:
+        return ValueError(f"{self.path}, line {number}: {what}. The file is damaged: restore it from git "
+                          f"(`git checkout -- {self.path}`) or remake it with `{self.command}` after moving it away")
+
+    # -- writing
+
+    def start(self, header: Mapping[str, Any], checked: Sequence[str]) -> SavedLines:
+        """Open the file for a run with `header` and return what it already holds (empty when new).
+
+        Refuses (ValueError, nothing written) a file whose header differs from `header` in a
+        `checked` field, or that holds rows without a header; warns when the saved header names
+        other library `versions`. Then repairs what a kill leaves (a torn last line is cut, with a
+        warning; a missing last newline is added) and writes `header` to a new file.
+        """
+        content = self.read()
+        if content.header is None and (content.rows or content.failures):
+            raise ValueError(
+                f"{self.path} has no header line but holds {len(content.rows)} rows and {len(content.failures)} "
+                "failure rows; refusing to write to it, since nothing says which model and settings made them. "
+                "Restore its first line (e.g. from git), or move the file away to start again")
+        if content.header is not None:
+            self._check_resumable(content.header, header, checked)
+        if content.torn_bytes:
+            with open(self.path, "r+b") as handle:
+                handle.truncate(self.path.stat().st_size - content.torn_bytes)
+            warnings.warn(f"{self.path}: removed an unfinished last line ({content.torn_bytes} bytes) left by an "
+                          "interrupted run; that row is computed again", UserWarning, stacklevel=3)
+        elif content.missing_newline:
+            with open(self.path, "ab") as handle:
+                handle.write(b"\n")
+        if content.header is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "w", encoding="utf-8") as handle:  # new, empty or blank: nothing to lose
+                handle.write(json.dumps({**header, "kind": HEADER}, ensure_ascii=False, sort_keys=True) + "\n")
+        return content
+
+    def _check_resumable(self, saved: Mapping[str, Any], header: Mapping[str, Any], checked: Sequence[str]) -> None:
+        changed = {name: (saved.get(name), header.get(name)) for name in checked if saved.get(name) != header.get(name)}
+        if changed:
+            raise ValueError(f"{self.path} was written with other settings {changed} (saved, now); move it away "
+                             "or delete it to start again")
+        if "versions" not in header:
+            return
+        before = saved.get("versions") or {}
+        differing = [f"{name} {before.get(name, 'not recorded')} (now {version})"
+                     for name, version in header["versions"].items() if before.get(name) != version]
+        if differing:
+            warnings.warn(f"{self.path} was written with {', '.join(differing)}; the rows added now come from other "
+                          "library versions than the rows already there. Delete the file to redo every row "
+                          "with one set of versions", UserWarning, stacklevel=4)
+
+    @contextmanager
+    def appending(self) -> Iterator[Callable[[dict[str, Any]], None]]:
+        """A function that appends one complete line (checked as `read` checks lines) and flushes it; synced at the end.
+
+        Call `start` first: it writes the header and repairs what a kill left.
+        """
+        with open(self.path, "a", encoding="utf-8") as handle:
+            def append(entry: dict[str, Any]) -> None:
+                try:
+                    self._check(entry)
+                except _BadLine as error:
+                    raise ValueError(f"{self.path}: refusing to append {error}") from None
+                handle.write(json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n")
+                handle.flush()
+
+            try:
+                yield append
+            finally:
+                handle.flush()
+                os.fsync(handle.fileno())
