@@ -183,8 +183,8 @@ def _labelled_quote(quote_id: str) -> tuple[str, str]:
 
 
 NB03_EX1_QUOTES = {
-    "a": "3,140 per month before tax",
-    "b": "140 per month before tax",
+    "a": "the candidate rate of 3,385 per month",
+    "b": "385 per month from the first full month",
     "c": "The Standard Stipend is 3,140 per month",
     "d": "the standard stipend is 3,140 per month.",
     "e": "Stipends are guaranteed for five years ... MSc students are not guaranteed a stipend.",
@@ -225,15 +225,16 @@ def _normalized_only_quote(answer: Any) -> bool:
     return verify_quote(answer, source).kind == "normalized"
 
 
-@exercise("nb03-ex3", hint="The gap is the number of source characters between the end of one fragment and the "
-          "start of the next: subtract the offsets.", expects="a whole number of characters")
-def _smallest_gap_for_v23(answer: Any) -> bool:
+@exercise("nb03-ex3", hint="Run verify_quote on v31 against its own section and read its spans: the gap is the "
+          "number of source characters between the end of one fragment and the start of the next.",
+          expects="a whole number of characters")
+def _smallest_gap_for_v31(answer: Any) -> bool:
     from lib.quotes import verify_quote
 
     if isinstance(answer, bool) or float(answer) != int(answer):
         raise ValueError("expected a whole number")
     gap = int(answer)
-    quote, source = _labelled_quote("v23")
+    quote, source = _labelled_quote("v31")
     return gap >= 1 and verify_quote(quote, source, max_gap=gap).ok and not verify_quote(quote, source, max_gap=gap - 1).ok
 
 

@@ -54,7 +54,7 @@ RIGHT_ANSWERS = {
     "nb00-ex1": 20, "nb00-ex2": "length", "nb00-ex3": 0.857,
     "nb01-ex1": "helpdesk/passwords/account-lockout", "nb01-ex2": "bd", "nb01-ex3": 400,
     "nb02-ex1": 0.96, "nb02-ex2": 0.4583, "nb02-ex3": "ask",
-    "nb03-ex1": "acde", "nb03-ex2": "THE STANDARD  STIPEND is 3,140 per month", "nb03-ex3": 80,
+    "nb03-ex1": "acde", "nb03-ex2": "THE STANDARD  STIPEND is 3,140 per month", "nb03-ex3": 128,
     "nb04-ex1": "home-department", "nb05-ex1": 27, "nb05-ex2": 0.25, "nb05-ex3": 0.75,
     "nb06-ex1": 2 ** (2 / 3), "nb06-ex2": _geometric_mean_gap,
     "nb07-ex1": 0.65 / 0.85, "nb07-ex2": 0.625,
