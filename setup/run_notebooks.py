@@ -116,11 +116,11 @@ def run_in_place(path: Path, timeout: int, recordings: Path | None, build: Path 
     executed = path.with_name(f"{path.name}.{current_run_id()}{PENDING_SUFFIX}")
     run = run_one(path, executed, timeout)
     if run.ok:
-        replaced = finish_pending(recordings) if recordings is not None else []
+        outcome = "outputs rewritten"
+        if recordings is not None:
+            outcome = f"recordings replaced: {', '.join(finish_pending(recordings)) or 'none (no model calls)'}"
         os.replace(executed, path)
-        if recordings is None:
-            return run, "outputs rewritten"
-        return run, f"recordings replaced: {', '.join(replaced) or 'none (no model calls)'}"
+        return run, outcome
     kept = discard_pending(recordings) if recordings is not None else []
     build.mkdir(parents=True, exist_ok=True)
     copy = build / path.name
