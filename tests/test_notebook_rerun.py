@@ -3,9 +3,10 @@
 A learner re-runs cells all the time: after changing one, or to look at an output again. A cell
 that rebinds a name an earlier cell made, or whose result depends on state left by other cells
 (a random generator, a solver's history), then shows something else than the notebook says.
-Each notebook is executed in replay mode top to bottom, then every cell again, in order, in the
-same kernel, and the second outputs must equal the first. Outputs nbval is told to ignore
-(`NBVAL_IGNORE_OUTPUT`) are not compared, and cells it skips (`NBVAL_SKIP`) are not run.
+Each notebook is executed in replay mode top to bottom, each cell twice in a row, then every
+cell again, in order, in the same kernel, and the later outputs must equal the first. Outputs
+nbval is told to ignore (`NBVAL_IGNORE_OUTPUT`) are not compared, and cells it skips
+(`NBVAL_SKIP`) are not run.
 
 A solver's model is the one state that a second pass may miss by luck: Z3's answer to an
 under-determined search depends on every term made before in its context, so a cell that reads
@@ -54,17 +55,22 @@ def comparable(cell: Any) -> list[tuple]:
     return shown
 
 
-def run_every_cell(client: NotebookClient, notebook: Any, before: int | None = None) -> dict[int, list[tuple]]:
-    """Execute every code cell in order (only those above cell `before` when given); returns each
-    one's comparable outputs by cell index."""
-    outputs = {}
+def run_every_cell(client: NotebookClient, notebook: Any, before: int | None = None,
+                   each_twice: bool = False) -> tuple[dict[int, list[tuple]], dict[int, list[tuple]]]:
+    """Execute every code cell in order (only those above cell `before` when given).
+
+    Returns each cell's comparable outputs by cell index, and with `each_twice` also the outputs
+    of running each cell a second time right after the first (else an empty dict).
+    """
+    outputs, right_away = {}, {}
     for index, cell in enumerate(notebook.cells[:before]):
         if cell.cell_type != "code" or "NBVAL_SKIP" in nbval_markers(cell):
             continue
-        cell.outputs = []
-        client.execute_cell(cell, index)
-        outputs[index] = comparable(cell)
-    return outputs
+        for shown in (outputs, right_away) if each_twice else (outputs,):
+            cell.outputs = []
+            client.execute_cell(cell, index)
+            shown[index] = comparable(cell)
+    return outputs, right_away
 
 
 def replay_client(path: Path, notebook: Any) -> NotebookClient:
@@ -101,13 +107,14 @@ def test_running_every_cell_again_shows_the_same_outputs(path: Path) -> None:
     notebook = nbformat.read(path, as_version=4)
     client = replay_client(path, notebook)
     with client.setup_kernel(env=REPLAY):
-        first = run_every_cell(client, notebook)
-        again = run_every_cell(client, notebook)
-    changed = [f"cell {index} (`{first_line(notebook.cells[index].source)}`):\n    first: {shorten(first[index])}\n"
-               f"    again: {shorten(again[index])}"
+        first, right_away = run_every_cell(client, notebook, each_twice=True)
+        again, _ = run_every_cell(client, notebook)
+    changed = [f"cell {index} (`{first_line(notebook.cells[index].source)}`), {when}:\n"
+               f"    first: {shorten(first[index])}\n    again: {shorten(second[index])}"
+               for when, second in (("run again right away", right_away), ("run again after the whole notebook", again))
                for index in first
-               if first[index] != again[index] and "NBVAL_IGNORE_OUTPUT" not in nbval_markers(notebook.cells[index])]
-    assert not changed, f"{path.name}: running the cells a second time changes {len(changed)} outputs:\n" + "\n".join(changed)
+               if first[index] != second[index] and "NBVAL_IGNORE_OUTPUT" not in nbval_markers(notebook.cells[index])]
+    assert not changed, f"{path.name}: running cells a second time changes {len(changed)} outputs:\n" + "\n".join(changed)
 
 
 @pytest.mark.slow
