@@ -5,7 +5,7 @@ Every model call a notebook makes goes through `RecordedLLM`. The mode comes fro
 
 * `live` (default): call the model; nothing is written.
 * `record`: call the model and write each request and answer to a new recording beside the
-  old one, `data/recordings/<name>.jsonl.new`.
+  old one, `data/recordings/<name>.jsonl.<run id>.new`.
 * `update`: like `record`, but a request already answered in the old recording (same model,
   same request) takes that answer instead of calling the model; only new requests reach it.
   Editing a notebook then costs only the model time of the cells that changed.
@@ -13,9 +13,14 @@ Every model call a notebook makes goes through `RecordedLLM`. The mode comes fro
   recorded raises `RecordingMissingError`, naming the notebook and the command to record it.
 
 In `record` and `update` modes the old recording stays untouched until the new one is
-complete: `finish_recording()` (called by `make record` / `make update` once the notebook ran
-without error) replaces it; `discard_pending()` removes an unfinished new recording. A model
-that fails half-way therefore never costs the recording that was there.
+complete: `finish_recording()` (or `finish_pending()`, which `make record` / `make update` call
+once the notebook ran without error) replaces it; `discard_pending()` removes an unfinished new
+recording. A model that fails half-way therefore never costs the recording that was there.
+
+Two runs at once never touch each other's files: a new recording carries the id of the run
+that writes it (`current_run_id()`, the process id of `make record`'s runner, which its
+notebook kernels inherit through `WORKBOOK_RUN_ID`), and a run finishes or discards only its
+own. `recording_lock()` keeps a second run off a notebook that one run is already writing.
 
 A recording's key is a hash of the model's identity (the GGUF's sha256, or the server's model
 id) and the full request, so answers recorded with one model never replay for another. Each
@@ -24,12 +29,15 @@ are stored once and referred to by hash, which keeps files with a repeated syste
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
+import fcntl
 import json
 import os
+import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from lib.hashing import fingerprint
 from lib.llm import (BackendConfig, Completion, EmbeddedLLM, LocalMethods, Message, NextTokenLogprobs, TokenLogprob,
@@ -40,12 +48,22 @@ RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "data" / "recordings"
 MODES = ("live", "replay", "record", "update")
 WRITING_MODES = ("record", "update")
 PENDING_SUFFIX = ".new"
-"""A recording being written is `<name>.jsonl.new` until `finish_recording()` replaces `<name>.jsonl`."""
+"""A recording being written is `<name>.jsonl.<run id>.new` until `finish_recording()` replaces `<name>.jsonl`."""
+LOCK_SUFFIX = ".lock"
+"""`<name>.lock` beside the recording is held (an flock) by the run writing that notebook."""
+RUN_ID_VARIABLE = "WORKBOOK_RUN_ID"
+"""The environment variable through which a runner makes its notebook kernels' new recordings its own."""
 _INLINE_TEXT = 300  # message texts longer than this are stored once, by hash
+_ENTRY_FIELDS = {"header": (), "text": ("sha", "text"), "call": ("key", "method", "request", "answer")}
+"""The fields each kind of line in a recording must have."""
 
 
 class RecordingMissingError(LookupError):
     """Replay mode met a request that was never recorded."""
+
+
+class RecordingBusyError(RuntimeError):
+    """Another run is writing this notebook's recording (it holds `recording_lock`)."""
 
 
 def current_mode() -> str:
@@ -53,6 +71,22 @@ def current_mode() -> str:
     if mode not in MODES:
         raise ValueError(f"WORKBOOK_MODE={mode!r}: use one of {MODES}")
     return mode
+
+
+def current_run_id() -> int:
+    """The id of the run this process writes recordings for: its own process id, or the runner's.
+
+    `setup/run_notebooks.py` sets `WORKBOOK_RUN_ID` to its process id for the notebook kernels
+    it starts, so the new recordings a kernel writes belong to the runner, which alone knows
+    whether the whole notebook succeeded.
+    """
+    value = os.environ.get(RUN_ID_VARIABLE, "").strip()
+    if not value:
+        return os.getpid()
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{RUN_ID_VARIABLE}={value!r}: it must be the process id of the run (a positive integer), "
+                         "or unset to use this process's own")
+    return int(value)
 
 
 def request_key(identity: str, method: str, request: dict[str, Any]) -> str:
@@ -111,7 +145,7 @@ class RecordingStore:
             raise ValueError(f"recording name {name!r} must be a plain file name such as '00-setup'")
         self.name = name
         self.path = folder / f"{name}.jsonl"
-        self.pending_path = folder / f"{name}.jsonl{PENDING_SUFFIX}"
+        self.pending_path = pending_path(name, current_run_id(), folder)
         self.header: dict[str, Any] | None = None
         self._calls: dict[str, dict[str, Any]] = {}
         self._texts: dict[str, str] = {}
@@ -123,25 +157,32 @@ class RecordingStore:
             self._load()
 
     def _load(self) -> None:
-        with open(self.path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
+        damaged = f"the recording is damaged: restore it with git or record it again (make record NB={self.name})"
+        with open(self.path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                where = f"{self.path}, line {number}"
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise ValueError(f"{where}: not valid UTF-8 (byte {error.start + 1} of the line); {damaged}") from None
                 if not line.strip():
                     continue
                 try:
                     entry = json.loads(line)
                 except json.JSONDecodeError as error:
-                    raise ValueError(f"{self.path}, line {number}: not valid JSON ({error.msg}); the recording is "
-                                     f"damaged: restore it with git or record it again (make record NB={self.name})"
-                                     ) from None
+                    raise ValueError(f"{where}: not valid JSON ({error.msg}); {damaged}") from None
                 kind = entry.get("kind") if isinstance(entry, dict) else None
+                if kind not in _ENTRY_FIELDS:
+                    raise ValueError(f"{where}: unknown entry kind {kind!r}; {damaged}")
+                missing = [field for field in _ENTRY_FIELDS[kind] if field not in entry]
+                if missing:
+                    raise ValueError(f"{where}: a {kind} entry without {', '.join(missing)}; {damaged}")
                 if kind == "header":
                     self.header = entry
                 elif kind == "text":
                     self._texts[entry["sha"]] = entry["text"]
-                elif kind == "call":
-                    self._calls[entry["key"]] = entry
                 else:
-                    raise ValueError(f"{self.path}, line {number}: unknown entry kind {kind!r}")
+                    self._calls[entry["key"]] = entry
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -352,47 +393,126 @@ class RecordedLLM(LocalMethods):
                 "command": f"make {self.mode} NB={self._store.name}"}
 
     def _missing_message(self, method: str) -> str:
-        store = self._store
-        where = f"data/recordings/{store.path.name}"
-        if store.header is None and store.path.is_file():
-            reason = f"{where} is empty (no header line)"
-        elif store.header is None:
-            reason = f"{where} does not exist"
-        elif store.header.get("model") != self.identity:
-            reason = (f"{where} was recorded with {store.header.get('model')}, but the configured model is "
-                      f"{self.identity}")
-        else:
-            reason = f"{where} has no answer for this {method} request (the request changed since it was recorded)"
-        return (f"no recording for notebook {store.name}: {reason}. Record it with `make record NB={store.name}` "
-                f"(every call afresh) or `make update NB={store.name}` (only the calls not yet recorded), "
+        stores = self._store.stores if isinstance(self._store, CombinedRecordings) else [self._store]
+        reasons = [reason for reason in (self._unusable(store) for store in stores) if reason]
+        if not reasons:
+            files = ", ".join(f"data/recordings/{store.path.name}" for store in stores)
+            holder = files if len(stores) == 1 else f"none of {files}"
+            reasons = [f"{holder} has {'no' if len(stores) == 1 else 'an'} answer for this {method} request "
+                       "(the request changed since it was recorded)"]
+        names = [store.name for store in stores]
+        if len(names) == 1:
+            how = (f"Record it with `make record NB={names[0]}` (every call afresh) or `make update NB={names[0]}` "
+                   "(only the calls not yet recorded)")
+        else:  # one command per notebook: `NB` is a single name prefix
+            how = (f"Record them with {' and '.join(f'`make update NB={name}`' for name in names)} (only the calls "
+                   "not yet recorded; `make record` instead of `make update` records every call afresh)")
+        return (f"no recording for notebook {' + '.join(names)}: {'; '.join(reasons)}. {how}, "
                 "or run live with WORKBOOK_MODE=live.")
 
+    def _unusable(self, store: RecordingStore) -> str:
+        """Why `store` cannot answer any request of this model, or "" when it could."""
+        where = f"data/recordings/{store.path.name}"
+        if store.header is None and store.path.is_file():
+            return f"{where} is empty (no header line)"
+        if store.header is None:
+            return f"{where} does not exist"
+        if store.header.get("model") != self.identity:
+            return f"{where} was recorded with {store.header.get('model')}, but the configured model is {self.identity}"
+        return ""
 
-def pending_recordings(folder: Path = RECORDINGS_DIR) -> list[Path]:
-    """New recordings not yet finished (`<name>.jsonl.new`), sorted by name."""
-    return sorted(folder.glob(f"*.jsonl{PENDING_SUFFIX}"))
+
+def pending_path(name: str, run_id: int, folder: Path = RECORDINGS_DIR) -> Path:
+    """Where run `run_id` writes its new recording of `name` until it replaces `<name>.jsonl`."""
+    return folder / f"{name}.jsonl.{run_id}{PENDING_SUFFIX}"
 
 
-def finish_pending(folder: Path = RECORDINGS_DIR) -> list[str]:
-    """Replace each recording with its finished new version; returns the recording names.
+def pending_recordings(folder: Path = RECORDINGS_DIR, run_id: int | None = None) -> list[Path]:
+    """The new recordings of run `run_id` (default: this process's run) not yet finished, sorted by name."""
+    run = current_run_id() if run_id is None else run_id
+    return sorted(folder.glob(f"*.jsonl.{run}{PENDING_SUFFIX}"))
+
+
+def _recording_name(pending: Path) -> str:
+    """`05-grammars` for `05-grammars.jsonl.1234.new`."""
+    return pending.name.rsplit(".jsonl.", 1)[0]
+
+
+def finish_pending(folder: Path = RECORDINGS_DIR, run_id: int | None = None) -> list[str]:
+    """Replace each recording with run `run_id`'s finished new version; returns the recording names.
 
     For a runner whose notebook (a separate kernel process) completed without error: the
-    kernel cannot know that the last cell succeeded, the runner can.
+    kernel cannot know that the last cell succeeded, the runner can. Each replacement is one
+    atomic rename of a complete file, and the new recordings of other runs are left alone.
     """
     names = []
-    for pending in pending_recordings(folder):
-        os.replace(pending, pending.with_suffix(""))
-        names.append(pending.with_suffix("").stem)
+    for pending in pending_recordings(folder, run_id):
+        name = _recording_name(pending)
+        os.replace(pending, folder / f"{name}.jsonl")
+        names.append(name)
     return names
 
 
-def discard_pending(folder: Path = RECORDINGS_DIR) -> list[str]:
-    """Delete unfinished new recordings, leaving the old recordings as they were; returns the names."""
+def discard_pending(folder: Path = RECORDINGS_DIR, run_id: int | None = None) -> list[str]:
+    """Delete run `run_id`'s unfinished new recordings, leaving the old ones as they were; returns the names."""
     names = []
-    for pending in pending_recordings(folder):
+    for pending in pending_recordings(folder, run_id):
         pending.unlink()
-        names.append(pending.with_suffix("").stem)
+        names.append(_recording_name(pending))
     return names
+
+
+def discard_abandoned(folder: Path = RECORDINGS_DIR) -> list[str]:
+    """Delete the new recordings left by runs whose process has ended (killed, crashed); returns the names.
+
+    A run still going keeps its files, so a runner may call this at its start while another
+    records other notebooks.
+    """
+    names = []
+    for pending in sorted(folder.glob(f"*.jsonl.*{PENDING_SUFFIX}")):
+        run = pending.name[:-len(PENDING_SUFFIX)].rsplit(".", 1)[-1]
+        if not (run.isdigit() and _process_exists(int(run))):
+            pending.unlink(missing_ok=True)
+            names.append(_recording_name(pending))
+    return names
+
+
+def _process_exists(pid: int) -> bool:
+    if pid < 1:
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0 only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def recording_lock(name: str, folder: Path = RECORDINGS_DIR) -> Iterator[None]:
+    """Hold the lock of notebook `name`'s recording for the duration of the block.
+
+    One run at a time may write a notebook's recording and stored outputs; a second one gets
+    `RecordingBusyError` at once, naming the process that holds the lock. The lock is an
+    flock on `<name>.lock` beside the recording, so the system releases it when the holder
+    ends, even when it is killed: a crashed run never leaves a notebook locked.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}{LOCK_SUFFIX}"
+    with open(path, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise RecordingBusyError(
+                f"notebook {name} is being recorded by another run ({holder}; lock {path}): wait until it ends, "
+                "or stop that process, then run again") from None
+        handle.truncate(0)
+        handle.write(f"process {os.getpid()}: {' '.join(sys.argv) or sys.executable}")
+        handle.flush()
+        yield
 
 
 def create_backend(config: BackendConfig) -> EmbeddedLLM | OpenAICompatibleLLM:

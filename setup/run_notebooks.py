@@ -11,7 +11,11 @@
 The mode reaches the notebooks through WORKBOOK_MODE; the committed notebooks are only
 written in record or update mode, which is how their stored outputs and recordings are produced, or in
 refresh mode, which updates the outputs after data/results/ has grown without calling the model.
-A new recording replaces the old one only when its notebook ran without error.
+A notebook and its new recording replace the old ones only when every cell ran without error:
+the executed notebook is written beside the original first, and a failed one goes to build/ to
+inspect. One run at a time writes a notebook: a second run started on it is refused at once,
+naming the run that holds it; runs on different notebooks go side by side, each replacing only
+the recordings its own kernels wrote.
 Each notebook's line gives its seconds and slowest cell; a failed notebook names the cell that
 stopped it (its number, counting every cell from 0, and its first line) and the error. Live
 seconds are also saved to build/course-times.json, which setup/bench_course.py reads.
@@ -19,9 +23,11 @@ seconds are also saved to build/course-times.json, which setup/bench_course.py r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -33,7 +39,8 @@ from nbclient.exceptions import CellExecutionError
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from lib.recording import discard_pending, finish_pending  # noqa: E402  (after the path is set)
+from lib.recording import (PENDING_SUFFIX, RECORDINGS_DIR, RUN_ID_VARIABLE, RecordingBusyError,  # noqa: E402
+                           current_run_id, discard_abandoned, discard_pending, finish_pending, recording_lock)
 from setup.notebook_outputs import merge_streams, strip_widget_views  # noqa: E402
 
 NOTEBOOKS = REPO / "notebooks"
@@ -98,6 +105,30 @@ def run_one(path: Path, target: Path, timeout: int) -> NotebookRun:
     return NotebookRun(ok, seconds, error, slowest)
 
 
+def run_in_place(path: Path, timeout: int, recordings: Path | None, build: Path = BUILD) -> tuple[NotebookRun, str]:
+    """Execute `path` and replace it (and, when `recordings` is a folder, this run's new recordings
+    in it) only if every cell succeeded; returns the run and a line saying what was kept.
+
+    The executed notebook is written beside the original (`<name>.ipynb.<run id>.new`) and
+    renamed over it, so the notebook is never half-written; after a failure it moves to
+    `build/<name>.ipynb` to inspect, and the committed notebook and recordings stay as they were.
+    """
+    executed = path.with_name(f"{path.name}.{current_run_id()}{PENDING_SUFFIX}")
+    run = run_one(path, executed, timeout)
+    if run.ok:
+        outcome = "outputs rewritten"
+        if recordings is not None:
+            outcome = f"recordings replaced: {', '.join(finish_pending(recordings)) or 'none (no model calls)'}"
+        os.replace(executed, path)
+        return run, outcome
+    kept = discard_pending(recordings) if recordings is not None else []
+    build.mkdir(parents=True, exist_ok=True)
+    copy = build / path.name
+    shutil.move(executed, copy)
+    what = f"recordings ({', '.join(kept) or 'no new recording'}) and notebook" if recordings is not None else "notebook"
+    return run, f"failed: {what} kept as they were; the executed copy with the error is {copy}"
+
+
 def load_times() -> dict:
     """Live seconds saved by earlier runs (`make run`, setup/bench_course.py): build/course-times.json."""
     if TIMES.is_file():
@@ -122,7 +153,9 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None, notebooks: Path = NOTEBOOKS, recordings: Path = RECORDINGS_DIR,
+         build: Path = BUILD) -> int:
+    """The command line; `notebooks`, `recordings` and `build` are the folders it works in."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument("--record", action="store_true", help="WORKBOOK_MODE=record, write outputs in place")
@@ -131,41 +164,28 @@ def main() -> int:
     modes.add_argument("--refresh", action="store_true", help="WORKBOOK_MODE=replay, write outputs in place")
     parser.add_argument("--only", default="", help="run only notebooks whose name starts with this")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds allowed per cell")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     os.environ["WORKBOOK_MODE"] = ("record" if args.record else "update" if args.update
                                    else "replay" if args.refresh else "live")
+    os.environ[RUN_ID_VARIABLE] = str(os.getpid())  # the kernels' new recordings belong to this run
     writing = args.record or args.update
     in_place = writing or args.refresh
-    if writing:
-        for name in discard_pending():
-            print(f"removed an unfinished new recording of {name} left by an interrupted run")
-    paths = sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]-*.ipynb") if p.name.startswith(args.only))
+    paths = sorted(p for p in notebooks.glob("[0-9][0-9]-*.ipynb") if p.name.startswith(args.only))
     if not paths:
-        print(f"no notebooks match {args.only!r} in {NOTEBOOKS}", file=sys.stderr)
+        print(f"no notebooks match {args.only!r} in {notebooks}", file=sys.stderr)
         return 2
-    print(f"mode: {os.environ['WORKBOOK_MODE']}; executed copies in {'notebooks/' if in_place else 'build/'}")
-    rows = []
-    total_start = time.perf_counter()
-    for number, path in enumerate(paths, start=1):
-        target = path if in_place else BUILD / path.name
-        print(f"[{number}/{len(paths)}] {path.name} ...", flush=True)
-        run = run_one(path, target, args.timeout)
-        slowest = (f"; slowest cell {run.slowest_cell[0]} ({run.slowest_cell[1]:.1f} s): `{run.slowest_cell[2]}`"
-                   if run.slowest_cell else "")
-        print(f"[{number}/{len(paths)}] {path.name}: {run.seconds:.1f} s, {'ok' if run.ok else 'FAILED'}{slowest}"
-              f" ({time.perf_counter() - total_start:.0f} s so far)", flush=True)
-        if run.error:
-            print(f"    {run.error[:300]}", flush=True)
-        if writing and run.ok:
-            finished = finish_pending()
-            print(f"    recordings replaced: {', '.join(finished) or 'none (no model calls)'}")
-        elif writing:
-            kept = discard_pending()
-            print(f"    failed: recordings kept as they were ({', '.join(kept) or 'no new recording'})")
-        if os.environ["WORKBOOK_MODE"] == "live":
-            save_times("notebooks", {path.name: {"seconds": run.seconds, "ok": run.ok, "error": run.error,
-                                                 "date": utc_now()}})
-        rows.append((path.name, run))
+    with contextlib.ExitStack() as locks:
+        if in_place:  # every notebook this run writes, before any model time is spent
+            try:
+                for path in paths:
+                    locks.enter_context(recording_lock(path.stem, recordings))
+            except RecordingBusyError as error:
+                print(f"refused: {error}", file=sys.stderr)
+                return 2
+        if writing:
+            for name in discard_abandoned(recordings):
+                print(f"removed an unfinished new recording of {name} left by a run that ended without finishing")
+        rows = run_all(paths, args.timeout, in_place, recordings if writing else None, build)
     width = max(len(name) for name, _ in rows)
     print(f"\n{'notebook':<{width}}  {'seconds':>8}  result")
     for name, run in rows:
@@ -175,6 +195,34 @@ def main() -> int:
     print(f"{'total':<{width}}  {sum(run.seconds for _, run in rows):8.1f}  "
           f"{sum(run.ok for _, run in rows)} of {len(rows)} ok")
     return 0 if all(run.ok for _, run in rows) else 1
+
+
+def run_all(paths: list[Path], timeout: int, in_place: bool, recordings: Path | None,
+            build: Path) -> list[tuple[str, NotebookRun]]:
+    """Execute each notebook with a progress line; in place (see `run_in_place`) or as a copy in `build`."""
+    print(f"mode: {os.environ['WORKBOOK_MODE']}; executed copies in {'notebooks/' if in_place else build}")
+    rows = []
+    total_start = time.perf_counter()
+    for number, path in enumerate(paths, start=1):
+        print(f"[{number}/{len(paths)}] {path.name} ...", flush=True)
+        if in_place:
+            run, outcome = run_in_place(path, timeout, recordings, build)
+        else:
+            run, outcome = run_one(path, build / path.name, timeout), ""
+        slowest = (f"; slowest cell {run.slowest_cell[0]} ({run.slowest_cell[1]:.1f} s): `{run.slowest_cell[2]}`"
+                   if run.slowest_cell else "")
+        print(f"[{number}/{len(paths)}] {path.name}: {run.seconds:.1f} s, {'ok' if run.ok else 'FAILED'}{slowest}"
+              f" ({time.perf_counter() - total_start:.0f} s so far)", flush=True)
+        if run.error:
+            print(f"    {run.error[:300]}", flush=True)
+        if outcome:
+            print(f"    {outcome}", flush=True)
+        if os.environ["WORKBOOK_MODE"] == "live":
+            save_times("notebooks", {path.name: {"seconds": run.seconds, "ok": run.ok, "error": run.error,
+                                                 "date": utc_now()}})
+        rows.append((path.name, run))
+    return rows
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,13 +1,21 @@
-"""The record/replay layer: round trip, missing recordings, fresh files, compact storage."""
+"""The record/replay layer: round trip, missing recordings, fresh files, compact storage, two runs at once."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from lib.llm import BackendConfig
-from lib.recording import (CombinedRecordings, RecordedLLM, RecordingMissingError, RecordingStore, create_backend,
-                           current_mode, discard_pending, finish_pending, request_key)
+from lib.recording import (CombinedRecordings, RecordedLLM, RecordingBusyError, RecordingMissingError, RecordingStore,
+                           create_backend, current_mode, discard_abandoned, discard_pending, finish_pending,
+                           pending_path, recording_lock, request_key)
+
+REPO = Path(__file__).resolve().parent.parent
 
 LONG_SYSTEM = "You sort customer messages into intents. " * 20
 CONFIG = BackendConfig("embedded")
@@ -190,8 +198,11 @@ def test_combined_recordings_answer_from_the_first_that_holds_a_request(tmp_path
     combined.check_model(CONFIG.identity())
     replay = RecordedLLM(CONFIG, _no_backend, combined, "replay")
     assert replay.tokenize("a b") == ["a", "b"] and replay.tokenize("c d e") == ["c", "d", "e"]
-    with pytest.raises(RecordingMissingError, match="first [+] second"):
+    with pytest.raises(RecordingMissingError, match="first [+] second") as missing:
         replay.tokenize("never recorded")
+    # one real command per recording: `make record NB=first + second` is not a command
+    assert "`make update NB=first` and `make update NB=second`" in str(missing.value)
+    assert "NB=first +" not in str(missing.value)
     with pytest.raises(ValueError, match="another model"):
         combined.check_model("embedded:another")
     with pytest.raises(ValueError, match="read-only"):
@@ -204,3 +215,121 @@ def test_only_live_mode_hands_over_its_backend(tmp_path) -> None:
     assert live.live_backend() is backend and live.backend_name == "embedded"
     for mode in ("replay", "record"):
         assert _recorded(tmp_path, mode, _no_backend).live_backend() is None
+
+
+@pytest.mark.parametrize("line, problem", [
+    ('{"kind": "call", "method": "tokenize", "request": {"text": "x"}, "answer": ["x"]}\n', "a call entry without key"),
+    ('{"kind": "text", "sha": "abc"}\n', "a text entry without text"),
+    ('{"kind": "call", "key": "\xff"}\n', "not valid UTF-8"),
+])
+def test_a_damaged_line_that_parses_names_the_file_and_line(tmp_path, line, problem) -> None:
+    llm = _recorded(tmp_path, "record", _Tokenizer)
+    llm.tokenize("a b")
+    llm.finish_recording()
+    path = tmp_path / "demo.jsonl"
+    encoded = line.encode("latin-1") if "\xff" in line else line.encode("utf-8")  # a byte that is never UTF-8
+    path.write_bytes(path.read_bytes() + encoded)
+    with pytest.raises(ValueError, match=rf"demo\.jsonl, line 3: {problem}.*make record NB=demo"):
+        RecordingStore("demo", folder=tmp_path)
+
+
+# -- two runs at once: each in its own process, as `make update NB=A` and `make update NB=B` are
+
+WRITER = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from lib.llm import BackendConfig
+from lib.recording import RecordedLLM, RecordingStore, finish_pending
+
+folder, name, calls, paused, resume = Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+
+class Tokenizer:
+    def tokenize(self, text):
+        return text.split()
+
+llm = RecordedLLM(BackendConfig("embedded"), Tokenizer, RecordingStore(name, folder=folder), "record")
+for number in range(calls):
+    llm.tokenize(f"{name} call {number}")
+    if paused and number == calls // 2:  # half-way: let the other run start, then end, meanwhile
+        Path(paused).touch()
+        while not Path(resume).exists():
+            time.sleep(0.02)
+finish_pending(folder)  # what the runner does once the notebook succeeded
+"""
+
+
+def _writer(folder: Path, name: str, calls: int, paused: Path | None = None,
+            resume: Path | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", WRITER, str(REPO), str(folder), name, str(calls),
+                             str(paused or ""), str(resume or "")], stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(path: Path, process: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert process.poll() is None, f"the writer ended early: {process.stderr.read()}"
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.02)
+
+
+def _whole(folder: Path, name: str) -> list[str]:
+    """The texts tokenized in a recording, after checking it has its header."""
+    store = RecordingStore(name, folder=folder)
+    assert store.header is not None and store.header["recording"] == name, f"{name}.jsonl lost its header"
+    return [call["request"]["text"] for call in store.calls()]
+
+
+@pytest.mark.parametrize("second_name", ["first", "second"], ids=["same notebook", "another notebook"])
+def test_a_run_finishing_meanwhile_never_touches_another_runs_new_recording(tmp_path, second_name) -> None:
+    paused, resume = tmp_path / "paused", tmp_path / "resume"
+    first = _writer(tmp_path, "first", 6, paused, resume)
+    _wait_for(paused, first)  # the first run has written half of its new recording
+    second = _writer(tmp_path, second_name, 3)
+    assert second.wait(timeout=60) == 0, second.stderr.read()
+    resume.touch()
+    assert first.wait(timeout=60) == 0, first.stderr.read()
+    assert _whole(tmp_path, "first") == [f"first call {n}" for n in range(6)]  # the run that finished last
+    if second_name == "second":
+        assert _whole(tmp_path, "second") == [f"second call {n}" for n in range(3)]
+    assert not list(tmp_path.glob("*.new"))
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from lib.recording import recording_lock
+
+with recording_lock("demo", Path(sys.argv[2])):
+    Path(sys.argv[3]).touch()
+    time.sleep(120)
+"""
+
+
+def test_a_second_run_on_a_notebook_is_refused_until_the_first_ends_even_killed(tmp_path) -> None:
+    ready = tmp_path / "ready"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(REPO), str(tmp_path), str(ready)],
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(ready, holder)
+        with pytest.raises(RecordingBusyError, match=rf"demo is being recorded by another run \(process {holder.pid}"):
+            with recording_lock("demo", tmp_path):
+                pass
+    finally:
+        holder.kill()  # no chance to clean up: the system releases its lock
+        holder.wait(timeout=30)
+    with recording_lock("demo", tmp_path):
+        with recording_lock("other", tmp_path):  # another notebook is not held by it
+            pass
+
+
+def test_abandoned_new_recordings_are_removed_and_running_ones_kept(tmp_path) -> None:
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                           check=True)
+    abandoned = pending_path("crashed", int(ended.stdout), tmp_path)
+    running = pending_path("running", os.getpid(), tmp_path)
+    for path in (abandoned, running):
+        path.write_text("{}\n")
+    assert discard_abandoned(tmp_path) == ["crashed"]
+    assert running.exists() and not abandoned.exists()
