@@ -8,7 +8,10 @@ Every model call a notebook makes goes through `RecordedLLM`. The mode comes fro
   old one, `data/recordings/<name>.jsonl.<run id>.new`.
 * `update`: like `record`, but a request already answered in the old recording (same model,
   same request) takes that answer instead of calling the model; only new requests reach it.
-  Editing a notebook then costs only the model time of the cells that changed.
+  Editing a notebook then costs only the model time of the cells that changed. The calls of
+  the old recording that this run did not make are kept too (`finish_pending(keep_earlier=True)`):
+  a saved run made in replay mode from a notebook's recording needs calls the notebook itself no
+  longer makes. `record` starts afresh and keeps only the calls its run made.
 * `replay`: answer from the recording without loading any model; a request that was never
   recorded raises `RecordingMissingError`, naming the notebook and the command to record it.
 
@@ -133,6 +136,44 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def read_recording(path: Path, name: str) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]], dict[str, str]]:
+    """The header, the calls by key and the texts by sha256 prefix of one recording file (finished or new).
+
+    A line that is not UTF-8 or JSON, of an unknown kind or without its fields raises ValueError
+    naming the file, the line and the command that records `name` again.
+    """
+    damaged = f"the recording is damaged: restore it with git or record it again (make record NB={name})"
+    header: dict[str, Any] | None = None
+    calls: dict[str, dict[str, Any]] = {}
+    texts: dict[str, str] = {}
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            where = f"{path}, line {number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{where}: not valid UTF-8 (byte {error.start + 1} of the line); {damaged}") from None
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{where}: not valid JSON ({error.msg}); {damaged}") from None
+            kind = entry.get("kind") if isinstance(entry, dict) else None
+            if kind not in _ENTRY_FIELDS:
+                raise ValueError(f"{where}: unknown entry kind {kind!r}; {damaged}")
+            missing = [field for field in _ENTRY_FIELDS[kind] if field not in entry]
+            if missing:
+                raise ValueError(f"{where}: a {kind} entry without {', '.join(missing)}; {damaged}")
+            if kind == "header":
+                header = entry
+            elif kind == "text":
+                texts[entry["sha"]] = entry["text"]
+            else:
+                calls[entry["key"]] = entry
+    return header, calls, texts
+
+
 class RecordingStore:
     """One JSONL file of recorded calls for one notebook (or test, or script).
 
@@ -157,32 +198,7 @@ class RecordingStore:
             self._load()
 
     def _load(self) -> None:
-        damaged = f"the recording is damaged: restore it with git or record it again (make record NB={self.name})"
-        with open(self.path, "rb") as handle:
-            for number, raw in enumerate(handle, start=1):
-                where = f"{self.path}, line {number}"
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    raise ValueError(f"{where}: not valid UTF-8 (byte {error.start + 1} of the line); {damaged}") from None
-                if not line.strip():
-                    continue
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{where}: not valid JSON ({error.msg}); {damaged}") from None
-                kind = entry.get("kind") if isinstance(entry, dict) else None
-                if kind not in _ENTRY_FIELDS:
-                    raise ValueError(f"{where}: unknown entry kind {kind!r}; {damaged}")
-                missing = [field for field in _ENTRY_FIELDS[kind] if field not in entry]
-                if missing:
-                    raise ValueError(f"{where}: a {kind} entry without {', '.join(missing)}; {damaged}")
-                if kind == "header":
-                    self.header = entry
-                elif kind == "text":
-                    self._texts[entry["sha"]] = entry["text"]
-                else:
-                    self._calls[entry["key"]] = entry
+        self.header, self._calls, self._texts = read_recording(self.path, self.name)
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -383,8 +399,11 @@ class RecordedLLM(LocalMethods):
         """Record/update mode: replace the old recording with the one this process wrote.
 
         Call it once every request of the notebook was answered (`make record` does, when the
-        notebook ran without error). Until then the old recording is untouched.
+        notebook ran without error). Until then the old recording is untouched. In update mode
+        the old recording's calls this process did not make are kept (`finish_pending`).
         """
+        if self.mode == "update" and self._store.writing:
+            _append_earlier_calls(self._store.pending_path, self._store.path)
         self._store.finish()
 
     def _header(self) -> dict[str, Any]:
@@ -438,19 +457,47 @@ def _recording_name(pending: Path) -> str:
     return pending.name.rsplit(".jsonl.", 1)[0]
 
 
-def finish_pending(folder: Path = RECORDINGS_DIR, run_id: int | None = None) -> list[str]:
+def finish_pending(folder: Path = RECORDINGS_DIR, run_id: int | None = None, *, keep_earlier: bool = False) -> list[str]:
     """Replace each recording with run `run_id`'s finished new version; returns the recording names.
 
     For a runner whose notebook (a separate kernel process) completed without error: the
     kernel cannot know that the last cell succeeded, the runner can. Each replacement is one
     atomic rename of a complete file, and the new recordings of other runs are left alone.
+    With `keep_earlier` (update mode), the calls of the old recording that the run did not
+    make are appended to the new one first, so updating never loses a recorded answer.
     """
     names = []
     for pending in pending_recordings(folder, run_id):
         name = _recording_name(pending)
+        if keep_earlier:
+            _append_earlier_calls(pending, folder / f"{name}.jsonl")
         os.replace(pending, folder / f"{name}.jsonl")
         names.append(name)
     return names
+
+
+def _append_earlier_calls(pending: Path, earlier: Path) -> None:
+    """Append to `pending` every call of `earlier` whose key it lacks, with the texts those calls refer to."""
+    if not earlier.is_file():
+        return
+    name = _recording_name(pending)
+    _, new_calls, new_texts = read_recording(pending, name)
+    _, old_calls, old_texts = read_recording(earlier, name)
+    lines: list[dict[str, Any]] = []
+    shas = set(new_texts)
+    for key, call in old_calls.items():
+        if key in new_calls:
+            continue
+        for message in call["request"].get("messages", []):
+            content = message["content"]
+            if isinstance(content, dict) and content["sha"] not in shas:
+                shas.add(content["sha"])
+                lines.append({"kind": "text", "sha": content["sha"], "text": old_texts[content["sha"]]})
+        lines.append(call)
+    if lines:
+        with open(pending, "a", encoding="utf-8") as handle:
+            for line in lines:
+                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
 def discard_pending(folder: Path = RECORDINGS_DIR, run_id: int | None = None) -> list[str]:

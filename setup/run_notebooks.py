@@ -105,7 +105,8 @@ def run_one(path: Path, target: Path, timeout: int) -> NotebookRun:
     return NotebookRun(ok, seconds, error, slowest)
 
 
-def run_in_place(path: Path, timeout: int, recordings: Path | None, build: Path = BUILD) -> tuple[NotebookRun, str]:
+def run_in_place(path: Path, timeout: int, recordings: Path | None, build: Path = BUILD,
+                 keep_earlier: bool = False) -> tuple[NotebookRun, str]:
     """Execute `path` and replace it (and, when `recordings` is a folder, this run's new recordings
     in it) only if every cell succeeded; returns the run and a line saying what was kept.
 
@@ -118,7 +119,7 @@ def run_in_place(path: Path, timeout: int, recordings: Path | None, build: Path 
     if run.ok:
         outcome = "outputs rewritten"
         if recordings is not None:
-            outcome = f"recordings replaced: {', '.join(finish_pending(recordings)) or 'none (no model calls)'}"
+            outcome = f"recordings replaced: {', '.join(finish_pending(recordings, keep_earlier=keep_earlier)) or 'none (no model calls)'}"
         os.replace(executed, path)
         return run, outcome
     kept = discard_pending(recordings) if recordings is not None else []
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None, notebooks: Path = NOTEBOOKS, recordings:
         if writing:
             for name in discard_abandoned(recordings):
                 print(f"removed an unfinished new recording of {name} left by a run that ended without finishing")
-        rows = run_all(paths, args.timeout, in_place, recordings if writing else None, build)
+        rows = run_all(paths, args.timeout, in_place, recordings if writing else None, build, keep_earlier=args.update)
     width = max(len(name) for name, _ in rows)
     print(f"\n{'notebook':<{width}}  {'seconds':>8}  result")
     for name, run in rows:
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None, notebooks: Path = NOTEBOOKS, recordings:
 
 
 def run_all(paths: list[Path], timeout: int, in_place: bool, recordings: Path | None,
-            build: Path) -> list[tuple[str, NotebookRun]]:
+            build: Path, keep_earlier: bool = False) -> list[tuple[str, NotebookRun]]:
     """Execute each notebook with a progress line; in place (see `run_in_place`) or as a copy in `build`."""
     print(f"mode: {os.environ['WORKBOOK_MODE']}; executed copies in {'notebooks/' if in_place else build}")
     rows = []
@@ -206,7 +207,7 @@ def run_all(paths: list[Path], timeout: int, in_place: bool, recordings: Path | 
     for number, path in enumerate(paths, start=1):
         print(f"[{number}/{len(paths)}] {path.name} ...", flush=True)
         if in_place:
-            run, outcome = run_in_place(path, timeout, recordings, build)
+            run, outcome = run_in_place(path, timeout, recordings, build, keep_earlier=keep_earlier)
         else:
             run, outcome = run_one(path, build / path.name, timeout), ""
         slowest = (f"; slowest cell {run.slowest_cell[0]} ({run.slowest_cell[1]:.1f} s): `{run.slowest_cell[2]}`"

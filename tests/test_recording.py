@@ -155,12 +155,33 @@ def test_update_mode_reuses_recorded_answers_and_asks_only_new_requests(tmp_path
     assert RecordingStore("demo", folder=tmp_path).header["command"] == "make update NB=demo"
 
 
-def test_update_mode_drops_requests_no_longer_made(tmp_path, embedded) -> None:
-    _record(tmp_path, embedded)
+def test_update_mode_keeps_requests_no_longer_made_and_record_mode_drops_them(tmp_path, embedded) -> None:
+    recorded = _record(tmp_path, embedded)
     llm = _recorded(tmp_path, "update", _no_backend)
     llm.info()
     llm.finish_recording()
+    kept = RecordingStore("demo", folder=tmp_path)
+    assert sorted(c["method"] for c in kept.calls()) == sorted(
+        ["chat", "chat", "next_token_logprobs", "tokenize", "count_tokens", "info"])
+    assert _requests(_recorded(tmp_path, "replay", _no_backend)) == recorded  # long texts came along too
+    llm = _recorded(tmp_path, "record", lambda: embedded)
+    llm.info()
+    llm.finish_recording()
     assert [c["method"] for c in RecordingStore("demo", folder=tmp_path).calls()] == ["info"]
+
+
+def test_a_runner_in_update_mode_keeps_the_earlier_calls_its_run_did_not_make(tmp_path, embedded) -> None:
+    _record(tmp_path, embedded)
+    for keep_earlier, expected in ((True, 6), (False, 1)):
+        llm = _recorded(tmp_path, "update", _no_backend)
+        llm.info()
+        finish_pending(tmp_path, keep_earlier=keep_earlier)
+        assert len(RecordingStore("demo", folder=tmp_path)) == expected
+    recorded = _record(tmp_path, embedded)
+    llm = _recorded(tmp_path, "update", _no_backend)
+    llm.tokenize("card_arrival")
+    finish_pending(tmp_path, keep_earlier=True)
+    assert _requests(_recorded(tmp_path, "replay", _no_backend)) == recorded
 
 
 def test_a_damaged_recording_names_the_file_and_line(tmp_path, embedded) -> None:
