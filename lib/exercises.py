@@ -502,7 +502,7 @@ def _histogram_binning_by_hand(answer: Any) -> bool:
 # --------------------------------------------------------------------------- notebook 14
 
 
-@exercise("nb14-ex1", hint="If the top answer is right with probability p, asking costs p * 1 + (1 - p) * (1 + 5); "
+@exercise("nb14-ex1", hint="If the right label is among the options with probability p, asking costs p * 1 + (1 - p) * (1 + 5); "
           "set that equal to the cost of handing over and solve for p.", expects="a probability between 0 and 1")
 def _ask_break_even(answer: Any) -> bool:
     return _close(answer, 0.2, tolerance=0.005)
@@ -513,10 +513,12 @@ def _conformal_rank(answer: Any) -> bool:
     return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 18
 
 
-@exercise("nb14-ex3", hint="An empty set means no intent is plausible enough; read set_router's docstring.",
-          expects='"act", "ask" or "hand_over"')
-def _empty_set_decision(answer: Any) -> bool:
-    return _normalized(answer).replace(" ", "_").replace("-", "_") in ("hand_over", "handover")
+@exercise("nb14-ex3", hint="Write both expected costs: ACT costs 30 minutes when the top answer is wrong; ASK costs "
+          "0.5 or 0.5 + 4 depending only on whether the right label is among the options. Set them equal "
+          "and solve for p.",
+          expects="a probability between 0 and 1")
+def _act_over_ask_threshold(answer: Any) -> bool:
+    return _close(answer, 1 - (0.95 * 0.5 + 0.05 * 4.5) / 30, tolerance=0.001)
 
 
 # --------------------------------------------------------------------------- notebook 15

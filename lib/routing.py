@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from lib.checks import check_binary, check_confidence, check_confidence_correct, check_positive_int, require_fitted
+from lib.intervals import binomial_interval
 from lib.selective import accuracy_coverage, fit_threshold
 
 __all__ = [
@@ -31,7 +32,7 @@ __all__ = [
     "route_by_thresholds",
     "ThresholdRouter",
     "outcomes",
-    "bootstrap_outcomes",
+    "outcome_intervals",
     "CostThresholds",
     "cost_thresholds",
     "mean_cost",
@@ -225,6 +226,16 @@ def _checked_outcome_inputs(
     return routed, corr, offered
 
 
+def _checked_in_options(in_options: Sequence[bool] | np.ndarray | None, correct: np.ndarray) -> np.ndarray:
+    """`in_options` as a checked boolean array as long as `correct`; `correct` itself when None."""
+    if in_options is None:
+        return correct
+    offered = check_binary(in_options, "in_options")
+    if offered.size != correct.size:
+        raise ValueError(f"in_options and correct must have the same length, got {offered.size} and {correct.size}")
+    return offered
+
+
 _OUTCOME_KEYS = ("share_act", "act_accuracy", "share_ask", "ask_in_options", "share_hand_over")
 
 
@@ -245,50 +256,48 @@ def _rates(acted: np.ndarray, asked: np.ndarray, handed: np.ndarray, corr: np.nd
     }
 
 
-def bootstrap_outcomes(
+def outcome_intervals(
     decisions: Sequence[Action | str] | np.ndarray,
     correct: Sequence[bool] | np.ndarray,
     in_options: Sequence[bool] | np.ndarray | None = None,
-    n: int = 2000,
-    seed: int = 0,
     level: float = 0.95,
 ) -> pd.DataFrame:
-    """`outcomes` with percentile bootstrap intervals, one row per outcome.
+    """`outcomes` with exact binomial intervals, one row per outcome.
 
-    Why not `lib.calibration.bootstrap_interval(lambda ...: outcomes(...)[key], ...)`: that
-    re-validates every resample and runs once per outcome; this resamples the rows once per
-    replicate (`numpy.random.default_rng(seed).integers`, like `bootstrap_interval`) and
-    computes all outcomes from the same resample with the same rates as `outcomes`, so
-    the intervals of, say, `share_act` and `act_accuracy` belong together. Rates over a group that is empty in a resample are left
-    out of that outcome's interval (NaN-aware percentiles).
+    Every outcome is a proportion, k of the items it is taken over, so each gets the exact
+    (Clopper-Pearson) interval of `lib.intervals.binomial_interval`. Why not a percentile
+    bootstrap: a share at 0 or 1 (no item acted on, every acted item right) resamples to the
+    same share every time, and its interval collapses to a point, which claims certainty
+    that a few items cannot give. A rate over an empty group is NaN with NaN ends.
+
+    Args:
+        decisions, correct, in_options: as for `outcomes`.
+        level: interval coverage in (0, 1).
 
     Returns:
         DataFrame indexed by outcome (`share_act`, `act_accuracy`, `share_ask`,
-        `ask_in_options`, `share_hand_over`) with columns `value` (as from
-        `outcomes` on all rows), `low`, `high` and `support` (rows the rate is
-        taken over: all rows for shares, the ACT or ASK rows for accuracies).
+        `ask_in_options`, `share_hand_over`) with columns `value` (as from `outcomes`),
+        `low`, `high` and `support` (items the rate is taken over: all items for shares,
+        the ACT or ASK items for accuracies).
     """
     routed, corr, offered = _checked_outcome_inputs(decisions, correct, in_options)
-    check_positive_int(n, "n (number of resamples)")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
     acted, asked, handed = _route_masks(routed)
-    value = _rates(acted, asked, handed, corr, offered)
-    rng = np.random.default_rng(seed)
-    replicates = np.full((n, len(_OUTCOME_KEYS)), np.nan)
-    for b in range(n):
-        rows = rng.integers(0, routed.size, size=routed.size)
-        rates = _rates(acted[rows], asked[rows], handed[rows], corr[rows],
-                       offered[rows] if offered is not None else None)
-        replicates[b] = [rates[key] for key in _OUTCOME_KEYS]
-    tail = (1.0 - level) / 2.0
+    counts = {  # outcome -> (successes, items it is taken over)
+        "share_act": (acted, np.ones_like(acted)),
+        "act_accuracy": (acted & corr, acted),
+        "share_ask": (asked, np.ones_like(asked)),
+        "ask_in_options": (asked & offered if offered is not None else None, asked),
+        "share_hand_over": (handed, np.ones_like(handed)),
+    }
     table = []
-    for j, key in enumerate(_OUTCOME_KEYS):
-        column = replicates[:, j]
-        column = column[np.isfinite(column)]
-        low, high = (np.quantile(column, [tail, 1.0 - tail]) if column.size else (math.nan, math.nan))
-        support = {"act_accuracy": int(acted.sum()), "ask_in_options": int(asked.sum())}.get(key, routed.size)
-        table.append({"outcome": key, "value": value[key], "low": float(low), "high": float(high), "support": support})
+    for key in _OUTCOME_KEYS:
+        hits, over = counts[key]
+        support = int(over.sum())
+        value, low, high = (binomial_interval(int(hits.sum()), support, level) if hits is not None and support
+                            else (math.nan, math.nan, math.nan))
+        table.append({"outcome": key, "value": value, "low": low, "high": high, "support": support})
     return pd.DataFrame(table).set_index("outcome")
 
 
@@ -338,16 +347,25 @@ def cost_thresholds(
     confidence: Sequence[float] | np.ndarray,
     correct: Sequence[bool] | np.ndarray,
     cost_table: dict[str, float],
+    in_options: Sequence[bool] | np.ndarray | None = None,
 ) -> CostThresholds:
     """Thresholds that minimise the mean cost per item on calibration data.
 
     Cost model (costs in any one unit, e.g. minutes of staff time; all >= 0):
 
     * ACT: `act_right` (default 0) if the answer is right, `act_wrong` if wrong.
-    * ASK: the user confirms or picks among the offered options. `ask` if the top answer
-      is right; `ask_wrong` if it is wrong, by default `ask + hand_over` (the user
-      declines, then we hand over anyway).
+    * ASK: the user confirms or picks among the offered options. `ask` if the right label
+      is among them; `ask_wrong` if not, by default `ask + hand_over` (the user declines,
+      then we hand over anyway). Without `in_options` the only option is the top answer
+      (a "did you mean X?" question), so an ASK succeeds when the top answer is right.
     * HAND_OVER: `hand_over`, whatever the answer.
+
+    Args:
+        confidence, correct: shape (n,), calibration confidences and whether the top answer
+            was right.
+        cost_table: keys `act_wrong`, `ask`, `hand_over` (optional `act_right`, `ask_wrong`).
+        in_options: optional shape (n,), whether the right label is among the options an
+            ASK would offer (e.g. the top 3); defaults to `correct`.
 
     So asking beats handing over when the top answer is right often enough, and acting
     beats asking when mistakes are rare enough. Every pair of thresholds at distinct
@@ -355,14 +373,17 @@ def cost_thresholds(
     higher thresholds (fewer automatic actions, fewer questions) win.
     """
     conf, corr = check_confidence_correct(confidence, correct)
+    offered = _checked_in_options(in_options, corr)
     costs = _check_cost_table(cost_table)
     curve = accuracy_coverage(conf, corr)
     # Prefix sums over groups of tied confidence, index m = number of top groups taken.
     n_taken = np.concatenate([[0.0], curve["count"].to_numpy(dtype=float)])
     n_right = np.concatenate([[0.0], (curve["accuracy"] * curve["count"]).to_numpy()])
     n_wrong = n_taken - n_right
+    group_ends = curve["count"].to_numpy() - 1  # a tie group ends at its cumulative count, whatever the order inside it
+    n_offered = np.concatenate([[0.0], np.cumsum(offered[np.argsort(-conf, kind="stable")])[group_ends]])
     act_cost = costs["act_right"] * n_right + costs["act_wrong"] * n_wrong
-    ask_cost = costs["ask"] * n_right + costs["ask_wrong"] * n_wrong
+    ask_cost = costs["ask"] * n_offered + costs["ask_wrong"] * (n_taken - n_offered)
     # total(i, j) = act_cost[i] + ask_cost[j] - ask_cost[i] + hand_over * (n - n_taken[j]), j >= i.
     tail = ask_cost - costs["hand_over"] * n_taken
     best_j = np.empty(tail.size, dtype=int)
@@ -387,6 +408,7 @@ def mean_cost(
     decisions: Sequence[Action | str] | np.ndarray,
     correct: Sequence[bool] | np.ndarray,
     cost_table: dict[str, float],
+    in_options: Sequence[bool] | np.ndarray | None = None,
 ) -> float:
     """Mean cost per item of a routing under the cost model of `cost_thresholds`.
 
@@ -395,12 +417,16 @@ def mean_cost(
         correct: shape (n,), whether the top answer was right.
         cost_table: keys `act_wrong`, `ask`, `hand_over` (optional `act_right`,
             default 0, and `ask_wrong`, default `ask + hand_over`).
+        in_options: optional shape (n,), whether the right label is among the options an
+            ASK offers; an ASK costs `ask` when it is, `ask_wrong` when not. Defaults to
+            `correct` (the top answer is the only option).
     """
-    routed, corr, _ = _checked_outcome_inputs(decisions, correct, None)
+    routed, corr, offered = _checked_outcome_inputs(decisions, correct, in_options)
+    offered = corr if offered is None else offered
     costs = _check_cost_table(cost_table)
     acted, asked, _ = _route_masks(routed)
     per_item = np.select(
-        [acted & corr, acted, asked & corr, asked],
+        [acted & corr, acted, asked & offered, asked],
         [costs["act_right"], costs["act_wrong"], costs["ask"], costs["ask_wrong"]],
         costs["hand_over"],
     )
@@ -413,6 +439,7 @@ def routing_summary(
     act_threshold: float,
     hand_over_threshold: float,
     cost_table: dict[str, float],
+    in_options: Sequence[bool] | np.ndarray | None = None,
 ) -> dict[str, float]:
     """What two thresholds do to labelled data: shares, acted accuracy and mean cost.
 
@@ -420,7 +447,7 @@ def routing_summary(
     `act_threshold` is an error) and summarises with `outcomes` and
     `mean_cost`. This is what a learner wants to see while moving the two
     thresholds and the costs: how the messages split, how often the acted ones are right,
-    and what the whole routing costs per message.
+    and what the whole routing costs per message. `in_options` is passed to `mean_cost`.
 
     Returns:
         dict with `share_act`, `share_ask`, `share_hand_over` (sum to 1),
@@ -434,7 +461,7 @@ def routing_summary(
         "share_ask": rates["share_ask"],
         "share_hand_over": rates["share_hand_over"],
         "act_accuracy": rates["act_accuracy"],
-        "cost_per_message": mean_cost(routed, corr, cost_table),
+        "cost_per_message": mean_cost(routed, corr, cost_table, in_options),
     }
 
 
@@ -444,6 +471,7 @@ def routing_sweep(
     act_thresholds: Sequence[float] | np.ndarray,
     hand_over_threshold: float,
     cost_table: dict[str, float],
+    in_options: Sequence[bool] | np.ndarray | None = None,
 ) -> pd.DataFrame:
     """`routing_summary` for each act threshold, with the hand-over threshold held fixed.
 
@@ -457,7 +485,7 @@ def routing_sweep(
     rows = []
     for threshold in np.asarray(act_thresholds, dtype=float):
         act_threshold = max(float(threshold), hand_over_threshold)
-        summary = routing_summary(confidence, correct, act_threshold, hand_over_threshold, cost_table)
+        summary = routing_summary(confidence, correct, act_threshold, hand_over_threshold, cost_table, in_options)
         rows.append({"act_threshold": act_threshold, **summary})
     if not rows:
         raise ValueError("act_thresholds is empty: give at least one threshold")

@@ -64,7 +64,7 @@ RIGHT_ANSWERS = {
     "nb11-ex1": [0, 0.5, 0.5, 0.5, 0.5, 1], "nb11-ex2": 0.875, "nb11-ex3": (1.0, 0.5),
     "nb12-ex1": 0.5, "nb12-ex2": lambda: aurc([0.9, 0.8, 0.7], [True, False, True]),
     "nb13-ex1": _clinc_handed_over_share, "nb13-ex2": _right_group_share_of_wrong_answers,
-    "nb14-ex1": 0.2, "nb14-ex2": 18, "nb14-ex3": "hand_over",
+    "nb14-ex1": 0.2, "nb14-ex2": 18, "nb14-ex3": 0.977,
     "nb15-ex1": "ask", "nb15-ex2": 0.778, "nb15-ex3": 0.75,
 }
 """A right answer per exercise whose answer numpy can hold (not nb04-ex2 and nb04-ex3's records and names)."""

@@ -361,34 +361,47 @@ def test_coverage_set_size_and_set_router():
         coverage(sets, [0, 1])
 
 
-def test_bootstrap_outcomes_matches_outcomes_and_is_reproducible():
-    from lib.routing import bootstrap_outcomes
+def test_outcome_intervals_match_outcomes_and_are_exact_binomial():
+    from lib.intervals import binomial_interval
+    from lib.routing import outcome_intervals
 
     rng = np.random.default_rng(3)
     decisions = rng.choice(["act", "ask", "hand_over"], size=300, p=[0.6, 0.3, 0.1])
     correct = rng.random(300) < 0.8
     in_options = correct | (rng.random(300) < 0.5)
-    table = bootstrap_outcomes(decisions, correct, in_options, n=300, seed=1)
+    table = outcome_intervals(decisions, correct, in_options)
     point = outcomes(decisions, correct, in_options)
     for key, row in table.iterrows():
-        assert row["value"] == point[key]
+        assert row["value"] == pytest.approx(point[key])
         assert row["low"] <= row["value"] <= row["high"]
-    assert table.loc["act_accuracy", "support"] == int((decisions == "act").sum())
+    acted = decisions == "act"
+    assert table.loc["act_accuracy", "support"] == int(acted.sum())
     assert table.loc["share_act", "support"] == 300
-    assert table.equals(bootstrap_outcomes(decisions, correct, in_options, n=300, seed=1))
-    without = bootstrap_outcomes(decisions, correct, n=50)
+    expected = binomial_interval(int((acted & correct).sum()), int(acted.sum()))
+    assert tuple(table.loc["act_accuracy", ["value", "low", "high"]]) == pytest.approx(expected)
+    without = outcome_intervals(decisions, correct)
     assert np.isnan(without.loc["ask_in_options", "value"]) and np.isnan(without.loc["ask_in_options", "low"])
 
 
-def test_bootstrap_outcomes_bad_input():
-    from lib.routing import bootstrap_outcomes
+def test_outcome_intervals_do_not_collapse_at_zero_or_one():
+    # 8 items all acted on and all right: a percentile bootstrap gives [1, 1]; the exact interval
+    # is about [0.63, 1]. Nothing asked: the share asked is 0 with an upper end above 0.
+    from lib.routing import outcome_intervals
+
+    table = outcome_intervals(["act"] * 8, [True] * 8, [True] * 8)
+    assert table.loc["act_accuracy", "value"] == 1.0
+    assert table.loc["act_accuracy", "low"] == pytest.approx(0.631, abs=1e-3)
+    assert table.loc["share_ask", "value"] == 0.0 and table.loc["share_ask", "high"] == pytest.approx(0.369, abs=1e-3)
+    assert np.isnan(table.loc["ask_in_options", "value"]) and table.loc["ask_in_options", "support"] == 0
+
+
+def test_outcome_intervals_bad_input():
+    from lib.routing import outcome_intervals
 
     with pytest.raises(ValueError, match="same length"):
-        bootstrap_outcomes(["act", "ask"], [True])
+        outcome_intervals(["act", "ask"], [True])
     with pytest.raises(ValueError, match="level"):
-        bootstrap_outcomes(["act"], [True], level=1.5)
-    with pytest.raises(ValueError, match="number of resamples"):
-        bootstrap_outcomes(["act"], [True], n=0)
+        outcome_intervals(["act"], [True], level=1.5)
 
 
 def test_conformal_aps_includes_zero_probability_labels_when_q_hat_is_the_total_mass():
@@ -450,3 +463,35 @@ def test_routing_sweep_rows_match_routing_summary_and_shares_move_monotonically(
     assert np.allclose(sweep["share_hand_over"], np.mean(confidence < 0.2))
     with pytest.raises(ValueError, match="empty"):
         routing_sweep(confidence, correct, [], 0.2, costs)
+
+
+def test_ask_costed_on_the_offered_options():
+    # An ASK that offers three options succeeds when the right label is among them, not only when
+    # the top answer is right: two asked items, top answer wrong for both, right label offered for one.
+    from lib.routing import mean_cost
+
+    costs = {"act_wrong": 10.0, "ask": 1.0, "hand_over": 3.0}
+    decisions = ["act", "ask", "ask", "hand_over"]
+    correct = [True, False, False, False]
+    assert mean_cost(decisions, correct, costs) == pytest.approx((0 + 4 + 4 + 3) / 4)
+    assert mean_cost(decisions, correct, costs, in_options=[True, True, False, False]) == pytest.approx((0 + 1 + 4 + 3) / 4)
+
+
+def test_cost_thresholds_with_options_match_a_brute_force_search():
+    from lib.routing import mean_cost
+
+    rng = np.random.default_rng(7)
+    confidence = np.round(rng.random(40), 1)  # many ties
+    correct = rng.random(40) < confidence
+    in_options = correct | (rng.random(40) < 0.6)
+    costs = {"act_wrong": 12.0, "ask": 0.5, "hand_over": 4.0}
+    levels = [math.inf] + sorted(set(confidence.tolist()), reverse=True)
+    brute = min(mean_cost(route_by_thresholds(confidence, act, hand_over), correct, costs, in_options)
+                for a, act in enumerate(levels) for hand_over in levels[a:])
+    fitted = cost_thresholds(confidence, correct, costs, in_options=in_options)
+    assert fitted.expected_cost == pytest.approx(brute)
+    routed = route_by_thresholds(confidence, fitted.act_threshold, fitted.hand_over_threshold)
+    assert mean_cost(routed, correct, costs, in_options) == pytest.approx(brute)
+    assert fitted.expected_cost < cost_thresholds(confidence, correct, costs).expected_cost
+    with pytest.raises(ValueError, match="same length"):
+        cost_thresholds(confidence, correct, costs, in_options=in_options[:3])
