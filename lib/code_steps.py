@@ -14,7 +14,9 @@ which tokens were generated and reads each probability at the step that decided 
 
 The top candidates a backend reports are taken *before* the grammar mask, so they
 include tokens the grammar forbade; `read_code` keeps only the allowed ones, renormalises
-(`lib.logprobs.renormalize`) and reports the rest as off-label mass.
+(`lib.logprobs.renormalize`) and reports the rest as off-label mass. It follows the
+library's one rule for spellings: a candidate with surrounding whitespace (" D") counts as
+the answer it spells ("D"), as everywhere in `lib` (see `renormalize` for why).
 """
 from __future__ import annotations
 
@@ -64,17 +66,6 @@ class CodeReading:
         return self.p_group * self.p_intent
 
 
-def _exactly(candidates: Sequence[tuple[str, float]], allowed: Iterable[str]) -> list[tuple[str, float]]:
-    """The candidates whose token is exactly an allowed string.
-
-    `renormalize` matches tokens after strip(), so " A" would count as "A". Under a grammar
-    that is wrong: the grammar allows the token "A", not " A", so the model could never
-    have generated " A" here and its probability belongs to the off-label mass.
-    """
-    allowed_set = set(allowed)
-    return [(token, logprob) for token, logprob in candidates if token in allowed_set]
-
-
 def read_code(tokens: Sequence[TokenLogprob], codes: Iterable[str]) -> CodeReading:
     """Read P(group) at step 1 and P(intent | group) at the step that wrote the intent letter.
 
@@ -95,10 +86,10 @@ def read_code(tokens: Sequence[TokenLogprob], codes: Iterable[str]) -> CodeReadi
     if not all(step.top for step in tokens):
         raise ValueError("the tokens carry no top candidates; generate with top_logprobs > 0")
     groups = sorted({c[0] for c in code_list})
-    group_probabilities, group_off_label = renormalize(_exactly(tokens[0].top, groups), groups)
+    group_probabilities, group_off_label = renormalize(list(tokens[0].top), groups)
     written = "".join(spelling[:-1])  # "C" or "C-": what came before the intent step
     continuations = {c[len(written):]: c[-1] for c in code_list if c.startswith(written)}
-    by_continuation, intent_off_label = renormalize(_exactly(tokens[-1].top, continuations), continuations)
+    by_continuation, intent_off_label = renormalize(list(tokens[-1].top), continuations)
     intent_probabilities = {continuations[token]: p for token, p in by_continuation.items()}
     return CodeReading(code, spelling, len(spelling), group_probabilities, intent_probabilities,
                        group_off_label, intent_off_label)

@@ -304,7 +304,10 @@ class FullListDecider:
 
 
 def _letter_candidates(backend: EmbeddedLLM, logprobs: np.ndarray, answers: Sequence[str]) -> list[tuple[str, float]]:
-    """(token, log-probability) for each answer and its space-prefixed spelling, from the full vocabulary."""
+    """(token, log-probability) for each answer and its space-prefixed spelling, from the full vocabulary.
+
+    `renormalize` sums the two spellings into the answer: the library's one rule for spellings.
+    """
     candidates = []
     for answer in answers:
         for spelling in (answer, f" {answer}"):

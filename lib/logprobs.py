@@ -108,10 +108,16 @@ def renormalize(
     top-k logprobs llama.cpp returns. allowed: the answers we accept at this step, e.g.
     the group letters "A".."H".
 
-    Tokens are matched on `token.strip()`, so " A" and "A\\n" count as "A": tokenizers
-    often have a separate token for a letter with a leading space, and both mean the same
-    answer. Candidates that match the same answer (" A" and "A", or an exact duplicate)
-    have their probabilities summed.
+    The workbook's one rule for spellings: tokens are matched on `token.strip()`, so " A"
+    and "A\\n" count as "A", and candidates that spell the same answer (" A" and "A", or an
+    exact duplicate) have their probabilities summed. Tokenizers have a separate token for a
+    letter with a leading space; a grammar that allows only "A" masks " A" before sampling,
+    but the model's probability for " A" is still its belief in the answer A, only spelled
+    differently, so it is read as A and not as off-label mass. Every reader in `lib` follows
+    this rule (`lib.code_steps.read_code`, the deciders in `lib.decisions`, the yes/no probe
+    in `lib.assistant`). In this workbook's recorded replies a leading-space letter carries at
+    most about 0.001 at a group step (notebook 05 measures it), so the rule moves a
+    renormalised probability by at most about that much.
 
     Returns (probabilities, off_label_mass):
     - probabilities: answer -> probability, only for allowed answers that appear among

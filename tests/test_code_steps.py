@@ -7,6 +7,7 @@ import pytest
 
 from lib.code_steps import read_code
 from lib.llm import TokenLogprob
+from lib.logprobs import renormalize
 
 CODES = ["A-A", "A-B", "B-A", "B-B", "B-C"]
 
@@ -50,11 +51,13 @@ def test_rejects_invalid_replies():
         read_code([TokenLogprob("A", -0.1), TokenLogprob("-A", -0.1)], CODES)
 
 
-def test_tokens_with_a_space_are_off_label():
-    # the grammar allows "A", not " A": a space-prefixed letter is mass the model could not use
+def test_tokens_with_a_space_count_as_the_letter_they_spell():
+    # one rule with lib.logprobs.renormalize: " B" is the answer B spelled with a space, so its
+    # probability is B's, not off-label mass; read_code and the deciders read a reply the same way
     tokens = [_step("A", {"A": 0.5, " B": 0.3, "B": 0.2}), _step("-A", {"-A": 0.4, " -B": 0.6})]
     reading = read_code(tokens, CODES)
-    assert reading.group_probabilities == pytest.approx({"A": 0.5 / 0.7, "B": 0.2 / 0.7})
-    assert reading.group_off_label == pytest.approx(0.3)
-    assert reading.intent_probabilities == pytest.approx({"A": 1.0})
-    assert reading.intent_off_label == pytest.approx(0.6)
+    assert reading.group_probabilities == pytest.approx({"A": 0.5, "B": 0.5})
+    assert reading.group_off_label == pytest.approx(0.0, abs=1e-12)
+    assert reading.intent_probabilities == pytest.approx({"B": 0.6, "A": 0.4})
+    assert reading.intent_off_label == pytest.approx(0.0, abs=1e-12)
+    assert reading.p_group == pytest.approx(renormalize(list(tokens[0].top), ["A", "B"])[0]["A"])

@@ -19,3 +19,15 @@ def test_ex2_too_few_candidates():
     assert is_correct("nb07-ex2", top_two["B"])[0]
     assert not is_correct("nb07-ex2", 0.5 / 0.9)[0]
     assert not is_correct("nb07-ex2", None)[0]
+
+
+def test_ex1_accepts_what_read_code_teaches():
+    # notebooks 05 (read_code) and 07 (renormalize, FullListDecider) read ' A' the same way, so the
+    # exercise's answer is the group probability read_code gives for the same step
+    from lib.code_steps import read_code
+    from lib.llm import TokenLogprob
+
+    top = (("A", math.log(0.6)), ("B", math.log(0.2)), ("Hello", math.log(0.15)), (" A", math.log(0.05)))
+    reading = read_code([TokenLogprob("A", math.log(0.6), top), TokenLogprob("-A", 0.0, (("-A", 0.0),))],
+                        ["A-A", "B-A"])
+    assert is_correct("nb07-ex1", reading.p_group)[0]
