@@ -20,7 +20,7 @@ import sys
 
 from lib.llm import BackendConfig
 from lib.recording import RECORDINGS_DIR, RecordingStore, create_backend, decode_answer
-from lib.runs import RESULTS_DIR
+from lib.results_store import RESULTS_DIR
 
 DRIFT_FILE = RESULTS_DIR / "drift.jsonl"
 WHAT = ("recorded calls re-run live; per recording: calls re-run, answers whose text (or top token) changed, "
