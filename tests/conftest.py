@@ -65,8 +65,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @pytest.fixture(scope="session")
 def embedded():
+    """The embedded model with the workbook's default context (4,096 tokens: the 77-intent prompt and
+    a 2,000-character message need more than 2,048)."""
     from lib.llm import EmbeddedLLM
-    return EmbeddedLLM(n_ctx=2048)
+    return EmbeddedLLM(n_ctx=4096)
 
 
 def _free_port() -> int:
