@@ -137,6 +137,37 @@ def test_each_notebook_links_to_the_previous_and_the_next(index):
             f"{NOTEBOOKS[index].name} should end with a link to {NOTEBOOKS[index + 1].name}"
 
 
+# A link into a section of a notebook: [the argument](08-semantic-entropy.ipynb#Some-heading).
+SECTION_LINK = re.compile(r"\]\(([\w-]+\.ipynb)#([^)\s]+)\)")
+
+
+def heading_anchors(markdown_cells: list[str]) -> frozenset[str]:
+    """Jupyter's anchor for each Markdown heading: its text with spaces written as '-'."""
+    return frozenset(re.sub(r"\s+", "-", line.lstrip("#").strip())
+                     for text in markdown_cells for line in text.splitlines() if re.match(r"#{1,6}\s", line))
+
+
+def broken_section_links(markdown: str, anchors_of) -> list[str]:
+    """Section links in ``markdown`` whose notebook has no heading with that anchor (``anchors_of(name)``)."""
+    return sorted({f"{name}#{anchor}" for name, anchor in SECTION_LINK.findall(markdown) if anchor not in anchors_of(name)})
+
+
+def test_the_section_link_check_catches_what_it_should():
+    anchors = {"08-x.ipynb": heading_anchors(["## Why calibration cannot raise AUROC\n\ntext # not a heading"])}.get
+    assert broken_section_links("[a](08-x.ipynb#Why-calibration-cannot-raise-AUROC)", anchors) == []
+    assert broken_section_links("[a](08-x.ipynb#A-monotone-calibrator)", anchors) == ["08-x.ipynb#A-monotone-calibrator"]
+    assert broken_section_links("[a](08-x.ipynb#not-a-heading)", anchors) == ["08-x.ipynb#not-a-heading"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_section_links_name_a_heading_that_exists(path):
+    """A heading renamed in one notebook must not leave another notebook's link to it pointing nowhere."""
+    anchors_of = lambda name: heading_anchors([text for _, text in cells(path.parent / name, "markdown")]) \
+        if (path.parent / name).exists() else frozenset()
+    problems = [f"cell {i}: {link}" for i, text in cells(path, "markdown") for link in broken_section_links(text, anchors_of)]
+    assert not problems, f"{path.name} links to sections that no heading names: {problems}"
+
+
 # "notebook 07", "notebooks 06 and 08-12", "Notebooks 09-11": every number must be a notebook.
 NOTEBOOK_NUMBERS = re.compile(r"\b[Nn]otebooks?\s+(\d\d(?:(?:,\s*|\s+and\s+|\s+or\s+|-|–|\s+to\s+)\d\d)*)\b")
 # A link to a notebook whose text carries a number: [Next: 08 · Semantic entropy →](08-semantic-entropy.ipynb).
