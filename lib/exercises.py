@@ -415,15 +415,15 @@ def _clinc_handed_over_share(answer: Any) -> bool:
     return _close(answer, float(handed_over[out_of_scope].mean()), tolerance=0.002)
 
 
-@exercise("nb13-ex2", hint="Keep the wrong answers (~correct); among them, count those whose group held the gold "
-          "intent (in_candidates) and divide by the number of wrong answers.", expects="a number between 0 and 1")
-def _right_group_share_of_errors(answer: Any) -> bool:
+@exercise("nb13-ex2", hint="Keep the test rows with the right group and the wrong intent (in_candidates & ~correct); "
+          "among them, take the mean of p_group >= 0.5.", expects="a number between 0 and 1")
+def _confident_group_share_of_second_step_errors(answer: Any) -> bool:
     from lib.runs import load_results
 
-    frame = load_results("banking77", "calibration", "full")
-    wrong = ~frame["correct"].to_numpy(bool)
-    right_group = frame["in_candidates"].to_numpy(bool)
-    return _close(answer, float(right_group[wrong].mean()), tolerance=0.001)
+    frame = load_results("banking77", "test", "full")
+    second_step_error = (frame["in_candidates"] & ~frame["correct"]).to_numpy(bool)
+    confident_group = (frame["p_group"] >= 0.5).to_numpy(bool)
+    return _close(answer, float(confident_group[second_step_error].mean()), tolerance=0.001)
 
 
 # --------------------------------------------------------------------------- notebook 10

@@ -39,10 +39,10 @@ def _clinc_handed_over_share() -> float:
     return float((frame["confidence"].to_numpy() < 0.5)[(frame["label"] == "oos").to_numpy()].mean())
 
 
-def _right_group_share_of_wrong_answers() -> float:
-    frame = load_results("banking77", "calibration", "full")
-    wrong = ~frame["correct"]
-    return int((frame["in_candidates"] & wrong).sum()) / int(wrong.sum())
+def _confident_group_share_of_second_step_errors() -> float:
+    frame = load_results("banking77", "test", "full")
+    second_step_error = (frame["in_candidates"] & ~frame["correct"]).to_numpy(bool)
+    return float((frame["p_group"].to_numpy() >= 0.5)[second_step_error].mean())
 
 
 def _geometric_mean_gap() -> float:
@@ -63,7 +63,7 @@ RIGHT_ANSWERS = {
     "nb10-ex1": 2 / 3, "nb10-ex2": 1.72, "nb10-ex3": _temperature_where_ranking_flips,
     "nb11-ex1": [0, 0.5, 0.5, 0.5, 0.5, 1], "nb11-ex2": 0.875, "nb11-ex3": (1.0, 0.5),
     "nb12-ex1": 0.5, "nb12-ex2": lambda: aurc([0.9, 0.8, 0.7], [True, False, True]),
-    "nb13-ex1": _clinc_handed_over_share, "nb13-ex2": _right_group_share_of_wrong_answers,
+    "nb13-ex1": _clinc_handed_over_share, "nb13-ex2": _confident_group_share_of_second_step_errors,
     "nb14-ex1": 0.2, "nb14-ex2": 18, "nb14-ex3": 0.977,
     "nb15-ex1": "ask", "nb15-ex2": 0.778, "nb15-ex3": 0.75,
 }
