@@ -123,7 +123,7 @@ def test_bad_inputs_are_refused(embedded: EmbeddedLLM) -> None:
     with pytest.raises(ValueError, match="could not parse"):
         embedded.chat(_ask("hi"), max_tokens=3, grammar="root ::= ( unclosed")
     with pytest.raises(ValueError, match="context holds"):
-        embedded.chat([{"role": "user", "content": "word " * 3000}], max_tokens=5)
+        embedded.chat([{"role": "user", "content": "word " * 6000}], max_tokens=5)
 
 
 def test_non_ascii_tokenize(embedded: EmbeddedLLM) -> None:
