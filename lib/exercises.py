@@ -241,37 +241,87 @@ def _smallest_gap_for_v31(answer: Any) -> bool:
 # ---- notebook 04
 
 
-@exercise("nb04-ex1", hint="Read the case's description: who is in Computer Science, and who holds a faculty "
-          "appointment there?", expects="a rule name from lib.rules.RULE_NAMES, as a string")
-def _postdoc_case_rule(answer: Any) -> bool:
-    return _normalized(answer) == "home-department"
+NB04_EX1_COMMITTEE = (
+    ("Tomás Ruiz", True, True, "Computer Science", False),
+    ("Helen Okoye", False, True, "Chemistry", True),
+    ("Wei Zhang", False, True, "Chemistry", False),
+    ("Priya Raman", False, False, "Computer Science", False),
+)
+"""Exercise nb04-ex1's committee for a Computer Science student, as notebook 04 describes it in words:
+(name, advisor, faculty appointment, primary department, tenured or emeritus) per member."""
 
 
-@exercise("nb04-ex2", hint="Without an advisor the outside-member rule cannot hold; keep enough tenured faculty, "
-          "two of them in Computer Science, so that nothing else fails.",
-          expects="a list of lib.rules.CommitteeMember records")
-def _advisor_and_outside_only(answer: Any) -> bool:
-    from lib.rules import check_committee
+def _committee_cases_and_pool() -> tuple[dict[str, Any], list[Any]]:
+    """Notebook 04's committee cases by id and the faculty pool, read from data/corpus/."""
+    import json
 
-    return check_committee(answer, "Computer Science").violated_rules == ["advisor", "outside-member"]
+    from lib.datasets import CORPUS_DIR
+    from lib.rules import CommitteeMember
+
+    def lines(name: str) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (CORPUS_DIR / name).read_text(encoding="utf-8").splitlines()]
+
+    return ({case["id"]: case for case in lines("committee_cases.jsonl")},
+            [CommitteeMember(**member) for member in lines("faculty.jsonl")])
+
+
+@exercise("nb04-ex1", hint="Go rule by rule and count: who holds a faculty appointment (a postdoc does not), who is "
+          "in Computer Science *and* on the faculty, whose department differs from the advisor's, who is tenured.",
+          expects="a list of rule names from lib.rules.RULE_NAMES, e.g. ['faculty']; [] for a valid committee")
+def _predicted_violations(answer: Any) -> bool:
+    from lib.rules import RULE_NAMES, CommitteeMember, check_committee
+
+    if isinstance(answer, str) or not all(isinstance(name, str) for name in answer):
+        raise TypeError("expected a list of rule names")
+    predicted = {_normalized(name) for name in answer}
+    if not predicted <= set(RULE_NAMES):
+        raise ValueError(f"unknown rule names {sorted(predicted - set(RULE_NAMES))}")
+    committee = [CommitteeMember(name=name, is_advisor=advisor, has_faculty_appointment=faculty,
+                                 primary_department=department, is_tenured_or_emeritus=tenured)
+                 for name, advisor, faculty, department, tenured in NB04_EX1_COMMITTEE]
+    return predicted == set(check_committee(committee, "Computer Science").violated_rules)
+
+
+@exercise("nb04-ex2", hint="Count what is missing rule by rule: how many more faculty members, how many more in "
+          "Computer Science, how many tenured. One person can count for several rules at once; check your choice "
+          "with check_committee before you submit it.",
+          expects="a list of names of people in the faculty pool, e.g. ['Ada Lovelace']")
+def _fewest_members_that_fix_the_committee(answer: Any) -> bool:
+    from itertools import combinations
+
+    from lib.extraction import normalized_name
+    from lib.rules import CommitteeMember, check_committee
+
+    if isinstance(answer, str) or not all(isinstance(name, str) for name in answer):
+        raise TypeError("expected a list of names")
+    cases, pool = _committee_cases_and_pool()
+    case = cases["small-and-junior"]
+    committee = [CommitteeMember(**member) for member in case["members"]]
+    on_committee = {normalized_name(member.name) for member in committee}
+    candidates = [member for member in pool if normalized_name(member.name) not in on_committee]
+    by_name = {normalized_name(member.name): member for member in candidates}
+    chosen = {normalized_name(name) for name in answer}
+    if len(chosen) != len(answer) or not chosen <= set(by_name):
+        return False
+
+    def valid(added: Any) -> bool:
+        return check_committee([*committee, *added], case["home_department"]).ok
+
+    fewest = next(size for size in range(1, len(candidates) + 1) if any(map(valid, combinations(candidates, size))))
+    return len(chosen) == fewest and valid([by_name[name] for name in chosen])
 
 
 @exercise("nb04-ex3", hint="The outside-member rule needs a department that differs from every advisor's: here "
           "neither Computer Science nor Mathematics. Add your person to the case's gold members and run "
           "check_committee on the result.", expects="the name of one person in the faculty pool, as a string")
 def _member_that_fixes_the_committee(answer: Any) -> bool:
-    import json
-
-    from lib.datasets import CORPUS_DIR
     from lib.extraction import normalized_name
     from lib.rules import CommitteeMember, check_committee
 
     if not isinstance(answer, str):
         raise ValueError("expected a name")
-    pool = [CommitteeMember(**json.loads(line))
-            for line in (CORPUS_DIR / "faculty.jsonl").read_text(encoding="utf-8").splitlines()]
-    cases = [json.loads(line) for line in (CORPUS_DIR / "committee_cases.jsonl").read_text(encoding="utf-8").splitlines()]
-    case = next(c for c in cases if c["id"] == "co-advisors-no-outsider")
+    cases, pool = _committee_cases_and_pool()
+    case = cases["co-advisors-no-outsider"]
     committee = [CommitteeMember(**member) for member in case["members"]]
     on_committee = {normalized_name(member.name) for member in committee}
     chosen = [member for member in pool if normalized_name(member.name) == normalized_name(answer)]

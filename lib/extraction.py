@@ -2,15 +2,15 @@
 
 The rules themselves live in `lib.rules`; this module is the model's side of notebook 04.
 `extract_committee` asks for every field of every member in one JSON reply;
-`extract_committee_by_questions` asks for the names, then three short questions per member,
-each answered from a closed list (the small model's one-reply extraction marks too many
-advisors). With `quote_evidence` a question starts with the sentences of the message that name
+`extract_committee_by_questions` asks for the names, then three short questions per member:
+the role and the position from a closed list, the department by its name (the small model's
+one-reply extraction marks too many advisors). With `quote_evidence` a question starts with the sentences of the message that name
 the member (`evidence_for`, cut out by code, so the quote is true by construction): before every
 question, or only when the plain answer's probability (`answer_probability`) is low.
 `compare_extraction` scores an extraction against gold facts field by field, after matching
 names with `normalized_name`; `plain_committee_verdict` is the baseline in which the model
 judges the committee itself. `run_committee_cases` and `load_committee_run` make and read the
-saved runs over the ten committee cases (setup/run_committees.py).
+saved runs over the committee cases, dev and test (setup/run_committees.py).
 """
 from __future__ import annotations
 
@@ -86,17 +86,6 @@ QUESTIONS_SYSTEM_PROMPT = (
 )
 """The instructions for extraction one question at a time; the message follows them (see `extract_committee_by_questions`)."""
 
-DEPARTMENTS: dict[str, str] = {
-    "Computer Science": "computer scientists",
-    "Electrical Engineering": "electrical engineers",
-    "Linguistics": "linguists",
-    "Mathematics": "mathematicians",
-    "Physics": "physicists",
-    "Statistics": "statisticians",
-}
-"""The university's departments and what their members are called: the closed list of answers
-to the department question (a message may say "a tenured physicist" rather than "Physics")."""
-
 ROLES: tuple[str, ...] = ("advisor", "co-advisor", "committee member")
 """The answers to the role question; a member is an advisor when the answer is advisor or co-advisor."""
 
@@ -121,7 +110,10 @@ NAMES_REQUEST = (
 )
 ROLE_QUESTION = "What role does the message give {name}? Answer with one of: {options}."
 POSITION_QUESTION = "What is {name}'s position, according to the message? Answer with one of: {options}."
-DEPARTMENT_QUESTION = "What is the primary department of {name}? Answer with one of: {options}."
+DEPARTMENT_QUESTION = ("What is the primary department of {name}, according to the message? Answer with the name of "
+                       "the department (for example Physics for a physicist), or with \"{none}\".")
+"""The department question is open: a closed list of departments pushes a member of any department
+it lacks (a chemist, an economist) into the nearest listed one, where the checker counts them wrongly."""
 
 
 EVIDENCE_INTRO = 'The message says about {name}: "{evidence}"'
@@ -133,7 +125,8 @@ EVIDENCE_POLICIES: tuple[str, ...] = get_args(EvidencePolicy)
 
 UNSURE_BELOW = 0.9
 """With `quote_evidence="when unsure"`, an answer whose `answer_probability` is below this is asked
-again with the quote. Fixed before the saved run was made, not tuned on the ten cases."""
+again with the quote. Chosen while working on the ten dev committee cases; the held-out test cases
+(`split` "test" in committee_cases.jsonl) check it."""
 
 _ABBREVIATIONS = ("Dr.", "Prof.", "Mr.", "Mrs.", "Ms.", "St.", "e.g.", "i.e.")
 
@@ -178,20 +171,32 @@ def _question_messages(description: str, question: str) -> list[dict[str, str]]:
             {"role": "user", "content": question}]
 
 
-def member_questions(name: str, departments: Mapping[str, str] = DEPARTMENTS,
-                     evidence: str | None = None) -> dict[str, tuple[str, list[str]]]:
-    """The three questions asked about one member: topic -> (question, the answers allowed).
+def member_questions(name: str, evidence: str | None = None) -> dict[str, tuple[str, list[str]]]:
+    """The three questions asked about one member: topic -> (question, the fixed answers allowed).
 
+    The department question also allows any department's name (`department_grammar`).
     With `evidence` (see `evidence_for`), each question starts with that quote (`EVIDENCE_INTRO`).
     """
-    listed = [f"{department} ({people})" for department, people in departments.items()]
     intro = "" if evidence is None else EVIDENCE_INTRO.format(name=name, evidence=evidence) + "\n"
     return {
         "role": (intro + ROLE_QUESTION.format(name=name, options=", ".join(ROLES)), list(ROLES)),
         "position": (intro + POSITION_QUESTION.format(name=name, options="; ".join(POSITIONS)), list(POSITIONS)),
-        "department": (intro + DEPARTMENT_QUESTION.format(name=name, options=", ".join([*listed, NO_DEPARTMENT])),
-                       [*departments, NO_DEPARTMENT]),
+        "department": (intro + DEPARTMENT_QUESTION.format(name=name, none=NO_DEPARTMENT), [NO_DEPARTMENT]),
     }
+
+
+def department_grammar() -> str:
+    """The grammar of a reply to the department question: `NO_DEPARTMENT`, or a department's name of
+    one to four words starting with a capital ("Chemistry", "Electrical Engineering")."""
+    from lib.grammar import gbnf_for_options_or_name
+
+    return gbnf_for_options_or_name([NO_DEPARTMENT])
+
+
+def department_answer(reply: str) -> str | None:
+    """The primary department a reply to the department question names, or None for `NO_DEPARTMENT`."""
+    text = reply.strip()
+    return None if text == NO_DEPARTMENT else text
 
 
 def answer_probability(completion: Completion) -> float:
@@ -203,18 +208,19 @@ def answer_probability(completion: Completion) -> float:
     return math.exp(sum(completion.token_logprobs))
 
 
-def extract_committee_by_questions(llm: LLM, description: str, departments: Mapping[str, str] = DEPARTMENTS,
-                                   *, quote_evidence: EvidencePolicy = "never") -> ExtractionResult:
+def extract_committee_by_questions(llm: LLM, description: str, *,
+                                   quote_evidence: EvidencePolicy = "never") -> ExtractionResult:
     """Extract the committee in small steps, each answer chosen from a closed list.
 
     1. The names (JSON constrained by `CommitteeNames`; validated, retried once by `ask_structured`).
     2. Per member, three questions whose replies a grammar restricts to fixed options: the role
        (`ROLES`), the position (`POSITIONS`: the faculty appointment and tenure follow from it),
-       and the primary department (one of `departments`, or `NO_DEPARTMENT`).
+       and the primary department, open: any department's name, or `NO_DEPARTMENT` (a closed list
+       of departments pushed "a tenured chemist" into the nearest listed department).
 
     A small model answers one focused question with named options far more reliably than it
     fills five fields for five people in one reply (and than it answers yes/no questions,
-    where it leans to "yes"); closed lists stop it from inventing a department.
+    where it leans to "yes").
 
     With `quote_evidence="always"`, every question about a member starts with the sentences
     of the message that name them (`evidence_for`, cut out by code, so always a true quote):
@@ -228,7 +234,6 @@ def extract_committee_by_questions(llm: LLM, description: str, departments: Mapp
     Args:
         llm: the model (anything with `chat`).
         description: the student's message.
-        departments: the university's departments -> what their members are called.
         quote_evidence: when to start a question with the sentences that name the member:
             "never", "always", or "when unsure" (re-ask an answer below `UNSURE_BELOW`).
 
@@ -242,10 +247,6 @@ def extract_committee_by_questions(llm: LLM, description: str, departments: Mapp
         raise ValueError("description must be a non-empty string")
     if quote_evidence not in EVIDENCE_POLICIES:
         raise ValueError(f"quote_evidence must be one of {EVIDENCE_POLICIES}, got {quote_evidence!r}")
-    if not isinstance(departments, Mapping) or not departments:
-        raise ValueError("departments must be a non-empty mapping: department name -> what its members are called")
-    if any(department_key(d) in (None, department_key(NO_DEPARTMENT)) for d in departments):
-        raise ValueError(f"departments must be named, and {NO_DEPARTMENT!r} is the answer for no department")
     names_reply = ask_structured(llm, _question_messages(description, NAMES_REQUEST), CommitteeNames, max_tokens=160)
     completions = list(names_reply.completions)
     if names_reply.value is None:
@@ -258,22 +259,21 @@ def extract_committee_by_questions(llm: LLM, description: str, departments: Mapp
     for name in names.values():
         answers: dict[str, str] = {}
         evidence = None if quote_evidence == "never" else evidence_for(name, description)
-        plain = member_questions(name, departments)
-        quoted = member_questions(name, departments, evidence) if evidence is not None else plain
+        plain = member_questions(name)
+        quoted = member_questions(name, evidence) if evidence is not None else plain
         for topic, (question, options) in (quoted if quote_evidence == "always" else plain).items():
-            reply = llm.chat(_question_messages(description, question), max_tokens=16,
-                             grammar=gbnf_for_options(options))
+            grammar = department_grammar() if topic == "department" else gbnf_for_options(options)
+            reply = llm.chat(_question_messages(description, question), max_tokens=16, grammar=grammar)
             completions.append(reply)
             if quote_evidence == "when unsure" and evidence is not None and answer_probability(reply) < UNSURE_BELOW:
-                second = llm.chat(_question_messages(description, quoted[topic][0]), max_tokens=16,
-                                  grammar=gbnf_for_options(options))
+                second = llm.chat(_question_messages(description, quoted[topic][0]), max_tokens=16, grammar=grammar)
                 completions.append(second)
                 reply = max(reply, second, key=answer_probability)
             answers[topic] = reply.text.strip()
         faculty, tenured = POSITIONS[answers["position"]]
         members.append(CommitteeMember(
             name=name, is_advisor=answers["role"] != "committee member", has_faculty_appointment=faculty,
-            primary_department=None if answers["department"] == NO_DEPARTMENT else answers["department"],
+            primary_department=department_answer(answers["department"]),
             is_tenured_or_emeritus=tenured))
     return ExtractionResult(CommitteeExtraction(members=members), tuple(completions), names_reply.errors)
 
@@ -371,7 +371,7 @@ def plain_committee_verdict(llm: LLM, rules_text: str, description: str) -> tupl
     return completion.text.strip() == "yes", completion
 
 
-# --------------------------------------------------------------------------- the saved run over the ten cases
+# --------------------------------------------------------------------------- the saved runs over the cases
 
 
 COMMITTEE_METHODS: tuple[str, ...] = ("one-call", "by-questions", "questions-with-evidence",
@@ -389,7 +389,7 @@ def committee_run_path(method: str, results_dir: Path = RESULTS_DIR) -> Path:
 
 
 def committee_prompt_fingerprint(method: str) -> str:
-    """A hash of everything that shapes `method`'s requests: prompts, questions, schemas, departments."""
+    """A hash of everything that shapes `method`'s requests: prompts, questions, grammars, schemas."""
     from lib.grammar import schema_for_model
     from lib.hashing import fingerprint
 
@@ -397,16 +397,17 @@ def committee_prompt_fingerprint(method: str) -> str:
         return fingerprint({"system": EXTRACTION_SYSTEM_PROMPT, "schema": schema_for_model(CommitteeExtraction)})
     if method == "by-questions":
         return fingerprint({"system": QUESTIONS_SYSTEM_PROMPT, "names": NAMES_REQUEST,
-                            "questions": member_questions("{name}"), "schema": schema_for_model(CommitteeNames)})
+                            "questions": member_questions("{name}"), "department grammar": department_grammar(),
+                            "schema": schema_for_model(CommitteeNames)})
     if method == "questions-with-evidence":
         return fingerprint({"system": QUESTIONS_SYSTEM_PROMPT, "names": NAMES_REQUEST, "evidence": EVIDENCE_INTRO,
                             "questions": member_questions("{name}", evidence="{evidence}"),
-                            "schema": schema_for_model(CommitteeNames)})
+                            "department grammar": department_grammar(), "schema": schema_for_model(CommitteeNames)})
     if method == "evidence-when-unsure":
         return fingerprint({"system": QUESTIONS_SYSTEM_PROMPT, "names": NAMES_REQUEST, "evidence": EVIDENCE_INTRO,
                             "questions": member_questions("{name}"), "unsure_below": UNSURE_BELOW,
                             "quoted questions": member_questions("{name}", evidence="{evidence}"),
-                            "schema": schema_for_model(CommitteeNames)})
+                            "department grammar": department_grammar(), "schema": schema_for_model(CommitteeNames)})
     raise ValueError(f"method must be one of {COMMITTEE_METHODS}, got {method!r}")
 
 

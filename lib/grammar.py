@@ -178,6 +178,22 @@ def gbnf_for_options(options: Sequence[str]) -> str:
     return "root ::= " + " | ".join(_gbnf_string_literal(option) for option in options)
 
 
+def gbnf_for_options_or_name(options: Sequence[str], max_words: int = 4) -> str:
+    """A GBNF grammar for one of `options`, or a name of 1 to `max_words` words, e.g. a department.
+
+    For a question whose answers cannot all be listed: "not at the university", or "Chemistry".
+    A name starts with a capital letter; its words are letters, hyphens and apostrophes, so the
+    answer can carry any name but no sentence, and it ends where the name does.
+    """
+    _check_options(options)
+    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
+        raise ValueError(f"max_words must be a whole number of at least 1, got {max_words!r}")
+    more_words = ' (" " word' * (max_words - 1) + ")?" * (max_words - 1)
+    return ("root ::= " + " | ".join(_gbnf_string_literal(option) for option in options) + " | name\n"
+            + f"name ::= [A-Z] [A-Za-z'-]*{more_words}\n"
+            + "word ::= [A-Za-z] [A-Za-z'-]*")
+
+
 def _without_annotations(schema: Any) -> Any:
     """A copy of a JSON schema with the annotation keywords removed at every level."""
     if isinstance(schema, list):

@@ -1,4 +1,4 @@
-"""Extract the ten committee cases with the model and save every extraction under data/results/.
+"""Extract every committee case (ten dev, ten held-out test) with the model and save the extractions under data/results/.
 
     python setup/run_committees.py                        # every method (resumes what is there)
     python setup/run_committees.py --method by-questions  # one method
@@ -6,7 +6,7 @@
 
 Each method appends one JSON line per case to data/results/committees-{method}.jsonl, after a
 header naming the model, the prompt fingerprint and this command; an interrupted run resumes
-where it stopped. Notebook 04 reads these files for its ten-case tables. With --replay NAME,
+where it stopped. Notebook 04 reads these files for its tables. With --replay NAME,
 answers come from data/recordings/NAME.jsonl (recorded from the same model for the identical
 requests) instead of the live model; a request that was never recorded stops the run.
 """

@@ -7,11 +7,12 @@ import math
 
 import pytest
 
-from lib.extraction import (DEPARTMENTS, NO_DEPARTMENT, POSITIONS, ROLES, CommitteeExtraction, answer_probability,
-                            committee_prompt_fingerprint, compare_extraction, evidence_for, extract_committee,
+from lib.extraction import (NO_DEPARTMENT, POSITIONS, ROLES, CommitteeExtraction, answer_probability,
+                            committee_prompt_fingerprint, compare_extraction, department_answer, evidence_for,
+                            extract_committee,
                             extract_committee_by_questions, load_committee_run, member_questions, message_sentences,
                             normalized_name, plain_committee_verdict, run_committee_cases)
-from lib.grammar import schema_for_model
+from lib.grammar import check_grammar, schema_for_model
 from lib.llm import Completion, TokenLogprob
 from lib.rules import CommitteeMember, check_committee
 from tests.test_grounding import FakeLLM, completion
@@ -98,12 +99,33 @@ def test_extraction_by_questions_builds_members_from_closed_answers():
     role, position, department = llm.requests[1:4]
     assert role["grammar"] == 'root ::= "advisor" | "co-advisor" | "committee member"'
     assert all(f'"{answer}"' in position["grammar"] for answer in POSITIONS)
-    assert all(f'"{answer}"' in department["grammar"] for answer in [*DEPARTMENTS, NO_DEPARTMENT])
-    assert "Physics (physicists)" in department["messages"][-1]["content"]
+    assert f'"{NO_DEPARTMENT}" | name' in department["grammar"]  # any department's name, or none
+    assert "for example Physics for a physicist" in department["messages"][-1]["content"]
     assert "Professor Rachel Kim" in role["messages"][-1]["content"]
     # the message sits in the system turn, which every question shares (a cached prefix)
     assert len({request["messages"][0]["content"] for request in llm.requests}) == 1
     assert DESCRIPTION in llm.requests[0]["messages"][0]["content"]
+
+
+def test_the_department_question_is_open_so_any_department_keeps_its_name():
+    llm = questions_llm('{"names": ["Helen Okoye", "Marcus Feld"]}',
+                        "committee member", "tenured professor", "Chemistry",
+                        "committee member", "research scientist at a company", NO_DEPARTMENT)
+    okoye, feld = extract_committee_by_questions(llm, "Professor Helen Okoye, a tenured chemist; Marcus Feld.").members
+    assert (okoye.primary_department, feld.primary_department) == ("Chemistry", None)
+    department = llm.requests[3]
+    check_grammar(department["grammar"])
+    assert "Answer with one of" not in department["messages"][-1]["content"]  # no closed list of departments
+
+
+def test_department_answers_are_read_as_the_department_they_name():
+    assert department_answer(" Economics ") == "Economics"
+    assert department_answer(NO_DEPARTMENT) is None
+    # a Chemistry member counts as a department that differs from a Computer Science advisor's
+    members = [KIM, LANG, CommitteeMember(name="Helen Okoye", is_advisor=False, has_faculty_appointment=True,
+                                          primary_department=department_answer("Chemistry"),
+                                          is_tenured_or_emeritus=True)]
+    assert check_committee(members, "Computer Science").counts["outside-member"] == 1
 
 
 def test_sentences_do_not_end_after_a_title():
@@ -180,8 +202,6 @@ def test_extraction_by_questions_reports_failures_and_checks_arguments():
     assert nobody.ok and nobody.members == []
     with pytest.raises(ValueError, match="description"):
         extract_committee_by_questions(FakeLLM(), "  ")
-    with pytest.raises(ValueError, match="departments"):
-        extract_committee_by_questions(FakeLLM(), DESCRIPTION, {"Not at the  University": "nobody"})
 
 
 def test_plain_verdict_reads_a_grammar_constrained_yes_or_no():

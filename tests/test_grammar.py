@@ -26,6 +26,7 @@ from lib.grammar import (
     check_grammar,
     gbnf_for_codes,
     gbnf_for_options,
+    gbnf_for_options_or_name,
     letters,
     parse_code,
     schema_for_model,
@@ -35,7 +36,7 @@ from lib.grammar import (
 
 _GBNF_TOKEN = re.compile(
     r'\s*(?:(?P<literal>"(?:[^"\\]|\\.)*")|(?P<charclass>\[(?:[^\]\\]|\\.)*\])'
-    r"|(?P<rule>[A-Za-z0-9-]+)|(?P<operator>[|()]))"
+    r"|(?P<rule>[A-Za-z0-9-]+)|(?P<operator>[|()*?]))"
 )
 _GBNF_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))")
 _NAMED_ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
@@ -52,7 +53,8 @@ def _unescape(text: str) -> str:
 
 
 def _grammar_regex(gbnf: str) -> re.Pattern[str]:
-    """A regex accepting what the (non-recursive, range-free) GBNF grammar accepts."""
+    """A regex accepting what the (non-recursive) GBNF grammar accepts; a `-` inside a character
+    class is a range unless it comes first or last, as in llama.cpp."""
     rules = dict(line.split(" ::= ", 1) for line in gbnf.splitlines() if line.strip())
 
     def translate(body: str) -> str:
@@ -64,11 +66,13 @@ def _grammar_regex(gbnf: str) -> re.Pattern[str]:
             if token["literal"]:
                 parts.append(re.escape(_unescape(token["literal"][1:-1])))
             elif token["charclass"]:
-                parts.append("[" + "".join(re.escape(c) for c in _unescape(token["charclass"][1:-1])) + "]")
+                members = _unescape(token["charclass"][1:-1])
+                parts.append("[" + "".join("-" if c == "-" and 0 < i < len(members) - 1 else re.escape(c)
+                                           for i, c in enumerate(members)) + "]")
             elif token["rule"]:
                 parts.append("(?:" + translate(rules[token["rule"]]) + ")")
             else:
-                parts.append({"(": "(?:", ")": ")", "|": "|"}[token["operator"]])
+                parts.append({"(": "(?:", ")": ")", "|": "|", "*": "*", "?": "?"}[token["operator"]])
         return "".join(parts)
 
     return re.compile(translate(rules["root"]), flags=re.DOTALL)
@@ -231,6 +235,21 @@ def test_option_grammar_accepts_exactly_the_options():
 def test_option_grammar_rejects_bad_options(options, message):
     with pytest.raises(ValueError, match=message):
         gbnf_for_options(options)
+
+
+def test_options_or_name_grammar_accepts_an_option_or_a_short_name():
+    gbnf = gbnf_for_options_or_name(["not at the university"], max_words=3)
+    assert _llama_cpp_parses(gbnf)
+    for reply in ["not at the university", "Chemistry", "Chemical and Biomolecular", "O'Neill-Studies", "Physics"]:
+        assert _accepts(gbnf, reply), reply
+    for reply in ["chemistry", "", "Chemistry.", "A b c d", "42", "Chemistry "]:
+        assert not _accepts(gbnf, reply), reply
+
+
+@pytest.mark.parametrize("max_words", [0, -1, True, 1.5])
+def test_options_or_name_grammar_rejects_bad_word_counts(max_words):
+    with pytest.raises(ValueError):
+        gbnf_for_options_or_name(["none"], max_words=max_words)
 
 
 # --- JSON schemas --------------------------------------------------------------------

@@ -311,13 +311,26 @@ def test_faculty_pool():
 
 def test_committee_cases_match_both_checkers():
     cases = load_jsonl("committee_cases.jsonl")
-    assert len(cases) == 10 and len({case["id"] for case in cases}) == 10
+    assert len({case["id"] for case in cases}) == len(cases)
     for case in cases:
         members = [CommitteeMember(**record) for record in case["members"]]
         assert all(m.name in case["description"] for m in members), case["id"]
         check = check_committee(members, case["home_department"])
         assert (check.ok, check.violated_rules) == (case["expected_ok"], case["expected_violations"]), case["id"]
         assert z3_check_committee(members, case["home_department"]) == check, case["id"]
+
+
+def test_committee_cases_are_split_into_dev_and_a_held_out_test_set():
+    cases = load_jsonl("committee_cases.jsonl")
+    splits = [case["split"] for case in cases]
+    assert splits.count("dev") == 10 and splits.count("test") >= 10
+    assert splits == sorted(splits)  # the ten dev cases first, as the saved runs and notebook 04 read them
+    listed = {"Computer Science", "Electrical Engineering", "Linguistics", "Mathematics", "Physics", "Statistics"}
+    elsewhere = [case["id"] for case in cases if case["split"] == "test"
+                 if any(m["primary_department"] not in listed | {None} for m in case["members"])]
+    assert len(elsewhere) >= 5  # held-out committees with members from departments the question does not list
+    test = [case for case in cases if case["split"] == "test"]
+    assert any(case["expected_ok"] for case in test) and any(not case["expected_ok"] for case in test)
 
 
 def test_committee_cases_cover_the_required_situations():
