@@ -26,6 +26,9 @@ MODEL_FIXTURES = frozenset({"embedded", "server_url"})
 MODEL_MODULES = frozenset({"test_llm.py", "test_reliability_model.py", "test_reliability_server.py",
                            "test_reliability_injection.py"})
 """Test files that load the model throughout (fixtures of their own over it, or a model of their own)."""
+ONE_SCOPE_PER_TEST = frozenset({"test_notebook_rerun.py"})
+"""Test files whose tests each run a whole notebook in a kernel of their own: each test is a scope,
+so the two workers share them instead of one worker running the file's minutes alone."""
 
 
 def model_tests(tests: Path = TESTS) -> frozenset[str]:
@@ -47,7 +50,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     The `embedded` and `server_url` fixtures are per worker process, so model tests spread over
     two workers load the model twice and start two servers, on two cores. Every other scope is
-    loadscope's own: a test file, or a notebook (nbval), whose cells share one kernel.
+    loadscope's own: a test file, or a notebook (nbval), whose cells share one kernel; except that
+    each test of a file in `ONE_SCOPE_PER_TEST` is a scope of its own.
     """
     if config.getvalue("dist") != "loadscope":
         return None
@@ -58,7 +62,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class ModelTestsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path, _, name = nodeid.partition("::")
-            return "model" if f"{Path(path).name}::{name.split('[')[0]}" in grouped else super()._split_scope(nodeid)
+            if f"{Path(path).name}::{name.split('[')[0]}" in grouped:
+                return "model"
+            return nodeid if Path(path).name in ONE_SCOPE_PER_TEST else super()._split_scope(nodeid)
 
     return ModelTestsTogether(config, log)
 
