@@ -203,7 +203,7 @@ def test_the_baselines_say_how_much_of_a_long_message_they_did_not_read(small_po
 
 @pytest.mark.slow  # the embedded model
 def test_a_prompt_longer_than_the_context_is_refused_not_cut(embedded, groups):
-    message = "\U0001f4b3" * 2_000  # within MAX_MESSAGE_CHARS, but several tokens a character
+    message = "\ua66e" * 2_000  # within MAX_MESSAGE_CHARS, but two tokens a character: 4,000 and the prompt
     with pytest.raises(ValueError, match=r"context holds \d+; shorten the prompt or set WORKBOOK_N_CTX"):
         FullListDecider(embedded, groups).decide(message)
 

@@ -154,7 +154,7 @@ def _assembly_stuck_after_part_one(tmp_path):
 def test_an_interrupted_assembly_removes_its_files(tmp_path) -> None:
     process, folder = _assembly_stuck_after_part_one(tmp_path)
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=30) != 0
+    assert process.wait(timeout=120) != 0
     assert not folder.exists() and _leftovers(tmp_path) == []
 
 
@@ -164,7 +164,7 @@ def test_a_killed_assembly_is_cleaned_at_the_next_start_and_a_running_one_is_not
         assert remove_stale_assemblies(tmp_path / "cache") == [] and folder.exists()  # still running: kept
     finally:
         process.kill()
-        process.wait(timeout=30)
+        process.wait(timeout=120)
     assert folder.exists()  # a killed process cleans nothing up
     (tmp_path / "cache" / (MODEL_FILENAME + ".partial")).write_bytes(b"left by an older version")
     with pytest.raises(ModelFileError, match="could not download"):
