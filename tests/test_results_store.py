@@ -113,17 +113,22 @@ def test_a_last_line_that_is_json_but_not_a_complete_row_is_torn(run, tmp_path):
 # --------------------------------------------------------------------------- item 7: one run per file
 
 
+def _refused_by_reader_and_writer(run, tmp_path, path, message: str, more_rows: int) -> None:
+    """Reading `path` and appending to it both raise `message`, and the file is left byte for byte."""
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match=message):
+        run.read(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        run.write(tmp_path, more_rows)
+    assert path.read_bytes() == before
+
+
 def test_a_second_header_is_refused_naming_the_file_and_the_line(run, tmp_path):
     path, _ = run.write(tmp_path, 3)
     other, _ = run.write(tmp_path / "other", 2)
     path.write_bytes(path.read_bytes() + other.read_bytes())  # another run's header and rows appended
-    before = path.read_bytes()
-    message = rf"{re.escape(str(path))}, line 5: a second header line \(the first is line 1\)"
-    with pytest.raises(ValueError, match=message):
-        run.read(tmp_path)
-    with pytest.raises(ValueError, match=message):
-        run.write(tmp_path, 6)
-    assert path.read_bytes() == before
+    _refused_by_reader_and_writer(run, tmp_path, path, rf"{re.escape(str(path))}, line 5: a second header line "
+                                  r"\(the first is line 1\)", more_rows=6)
 
 
 def test_a_header_after_rows_is_refused(run, tmp_path):
@@ -144,14 +149,9 @@ def test_a_row_without_a_required_field_names_the_file_the_line_and_the_fix(run,
     del row[run.field]
     lines[2] = json.dumps(row).encode() + b"\n"
     path.write_bytes(b"".join(lines))
-    before = path.read_bytes()
     message = (rf"{re.escape(str(path))}, line 3: a row line without '{run.field}'\. The file is damaged: "
                r"restore it from git .* or remake it with `python setup/")
-    with pytest.raises(ValueError, match=message):
-        run.read(tmp_path)
-    with pytest.raises(ValueError, match=message):
-        run.write(tmp_path, 5)
-    assert path.read_bytes() == before
+    _refused_by_reader_and_writer(run, tmp_path, path, message, more_rows=5)
 
 
 def test_a_line_that_is_not_utf8_names_the_file_and_the_line(run, tmp_path):
