@@ -29,10 +29,13 @@ def test_nb03_ex2():
 
 
 def test_nb03_ex3():
-    from lib.exercises import _labelled_quote  # noqa: PLC2701 (the exercise's own quote)
+    import pandas as pd
+
+    from lib.datasets import CORPUS_DIR, load_corpus
     from lib.quotes import verify_quote
 
-    quote, source = _labelled_quote("v31")
+    row = pd.read_json(CORPUS_DIR / "quotes_labelled.jsonl", lines=True).set_index("id").loc["v31"]
+    quote, source = row["quote"], {section.id: section.text for section in load_corpus()}[row["section_id"]]
     (_, first_end), (second_start, _) = verify_quote(quote, source).spans
     assert second_start - first_end == 128
     assert is_correct("nb03-ex3", 128)[0]
