@@ -140,7 +140,10 @@ def _assembly_stuck_after_part_one(tmp_path):
     os.mkfifo(second)
     code = ("import sys; from pathlib import Path; from lib.model_file import assemble_parts; "
             f"assemble_parts([Path({str(first)!r}), Path({str(second)!r})], Path({str(cache / MODEL_FILENAME)!r}))")
-    process = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    # A process started in the background inherits an ignored SIGINT, and Python then never raises
+    # KeyboardInterrupt: the child gets the default disposition back, as a person's Ctrl+C would find it.
+    process = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         partial = list(cache.glob(f"{ASSEMBLY_PREFIX}*/{MODEL_FILENAME}"))
