@@ -143,15 +143,6 @@ def _who_answered(llm: Any) -> str:
         llm = llm.llm
 
 
-def _reported_candidates(llm: Any, candidates: Sequence[tuple[str, float]], step: str) -> list[tuple[str, float]]:
-    """One decision step's top candidates as a server reported them; ServerError naming who answered
-    when there are none (a server without logprobs), since a decision without them would be made up."""
-    if not candidates:
-        raise ServerError(f"{_who_answered(llm)} returned no logprobs for the {step} token; use a server that "
-                          "supports logprobs (llama_cpp.server with --logits_all true) or the embedded backend")
-    return list(candidates)
-
-
 def _clean_message(text: str) -> str:
     """The customer message as the prompt will hold it: a string, stripped, at most MAX_MESSAGE_CHARS."""
     if not isinstance(text, str):
@@ -271,9 +262,9 @@ class FullListDecider:
     def _generated(self, messages: list[Message]) -> tuple[DecisionStep, DecisionStep, str, dict[str, Any]]:
         """Grammar-constrained generation; each step's top candidates renormalised over its letters.
 
-        A reply that is not a code (a server that ignored the grammar), whose tokens are not the
-        group letter then the intent letter, or without logprobs raises ServerError: there are no
-        probabilities to read. A step whose candidates hold no allowed letter is a real answer: the
+        A reply that is not a code (a server that ignored the grammar) or whose tokens are not the
+        group letter then the intent letter raises ServerError, and so does a reply without logprobs
+        (`OpenAICompatibleLLM.chat` refuses it): there are no probabilities to read. A step whose candidates hold no allowed letter is a real answer: the
         model put its probability elsewhere (off-label mass 1 for that step).
         """
         completion = self.llm.chat(messages, max_tokens=3, grammar=self.grammar, top_logprobs=self.top_logprobs)
@@ -290,13 +281,12 @@ class FullListDecider:
                               "the group letter then the intent letter (\"C\", \"-F\" or \"C\", \"-\", \"F\") that a "
                               "full-list decision reads. Serve the workbook's model (Qwen2.5-Coder-1.5B-Instruct) with "
                               "llama_cpp.server, or use the embedded backend")
-        group_probs, group_off = renormalize(_reported_candidates(self.llm, tokens[0].top, "group"), self.group_letters)
+        group_probs, group_off = renormalize(list(tokens[0].top), self.group_letters)
         intents = self.intent_letters[code[0]]
         if three_tokens:  # the intent letter is the third token
-            intent_probs, intent_off = renormalize(_reported_candidates(self.llm, tokens[2].top, "intent"), intents)
+            intent_probs, intent_off = renormalize(list(tokens[2].top), intents)
         else:
-            dashed, intent_off = renormalize(_reported_candidates(self.llm, tokens[1].top, "intent"),
-                                             [f"-{letter}" for letter in intents])
+            dashed, intent_off = renormalize(list(tokens[1].top), [f"-{letter}" for letter in intents])
             intent_probs = {key[1:]: p for key, p in dashed.items()}
         return (self._step("group", group_probs, group_off, self.group_letters),
                 self._step("intent", intent_probs, intent_off, intents), code,
@@ -576,7 +566,7 @@ class ShortlistDecider:
                                for messages in requests]
         results = []
         for candidates in candidate_lists:
-            probs, off = renormalize(_reported_candidates(self.llm, candidates, "option letter"), allowed)
+            probs, off = renormalize(candidates, allowed)
             if not probs:  # no letter to renormalise over: any probabilities would be made up
                 seen = ", ".join(repr(token) for token, _ in candidates[:5])
                 raise ServerError(f"{_who_answered(self.llm)} gave no option letter ({', '.join(allowed)}) any of "
