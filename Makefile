@@ -2,13 +2,19 @@
 PY := .venv/bin/python
 NB ?=
 
-.PHONY: setup run test test-slow test-all record update refresh results lab smoke bench bench-course drift clean
+.PHONY: setup run run-server load-test test test-slow test-all record update refresh results lab smoke bench bench-course drift clean
 
 setup:
 	@bash setup/install.sh
 
 run: setup            ## execute every notebook live against the embedded model (copies in build/)
 	$(PY) setup/run_notebooks.py
+
+run-server: setup     ## execute every notebook live against the same model behind llama_cpp.server (copies in build/server/)
+	$(PY) setup/run_server.py --only "$(NB)"
+
+load-test: setup      ## LEARNERS (default 30) learners Run All one notebook (NOTEBOOK=00-setup) on one llama_cpp.server
+	$(PY) setup/load_test.py --learners $(or $(LEARNERS),30) --notebook $(or $(NOTEBOOK),00-setup)
 
 # Two workers; the tests that load the model share one of them (tests/conftest.py groups them),
 # and each notebook's cells stay on one worker.

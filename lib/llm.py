@@ -39,7 +39,7 @@ from lib.grammar import GrammarConstraint, check_grammar
 from lib.logprobs import log_softmax
 from lib.model_file import (MODEL_GGUF_NAME, MODEL_LICENSE, MODEL_NAME, MODEL_SHA256, ModelFile, ModelFileError,
                             configured_model, sha256_of)
-from lib.settings import check_base_url, numeric_setting
+from lib.settings import check_base_url, context_tokens_setting, numeric_setting, threads_setting
 
 Message = dict[str, str]
 Candidate = tuple[str, float]
@@ -209,10 +209,8 @@ class EmbeddedLLM(LocalMethods):
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         self._llama_cpp = llama_cpp
-        self.n_ctx = n_ctx or numeric_setting("WORKBOOK_N_CTX", int, 4096, minimum=256, maximum=131072,
-                                              meaning="the embedded model's context size in tokens")
-        self.n_threads = n_threads or numeric_setting("WORKBOOK_THREADS", int, os.cpu_count() or 1, minimum=1,
-                                                      maximum=1024, meaning="the embedded model's CPU threads")
+        self.n_ctx = n_ctx or context_tokens_setting()
+        self.n_threads = n_threads or threads_setting()
         self.model_file = model or configured_model()
         try:
             self._llama = llama_cpp.Llama(

@@ -9,6 +9,7 @@ every way a server can fail raises `ServerUnavailableError` (nothing answers) or
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -31,14 +32,35 @@ class ServerError(RuntimeError):
     and what was wrong."""
 
 
-DEFAULT_TIMEOUT_S = 30.0
-"""Seconds one server request may take in all (WORKBOOK_TIMEOUT overrides): a decision takes a few."""
+BASE_DEADLINE_S = 30.0
+"""Seconds every server request may take before the work its size adds: starting, queueing
+behind another learner's request, the network."""
+SLOWEST_READING_CHARS_PER_S = 50.0
+"""The slowest prompt reading the default deadline allows for: about 12 tokens a second, a
+2-core laptop serving a few learners at once (this machine alone reads about 20 times faster)."""
+SLOWEST_WRITING_TOKENS_PER_S = 2.0
+"""The slowest writing the default deadline allows for, in reply tokens a second."""
 
 
-def request_timeout() -> float:
-    """The whole-request deadline for server calls: $WORKBOOK_TIMEOUT seconds, else DEFAULT_TIMEOUT_S."""
-    return numeric_setting("WORKBOOK_TIMEOUT", float, DEFAULT_TIMEOUT_S, minimum=0.1, maximum=86400.0,
+def request_timeout() -> float | None:
+    """$WORKBOOK_TIMEOUT as a fixed whole-request deadline in seconds, or None when it is unset
+    (each request then gets `sized_deadline` of its own size)."""
+    if not os.environ.get("WORKBOOK_TIMEOUT", "").strip():
+        return None
+    return numeric_setting("WORKBOOK_TIMEOUT", float, BASE_DEADLINE_S, minimum=0.1, maximum=86400.0,
                            meaning="the seconds a server request may take")
+
+
+def sized_deadline(prompt_chars: int, max_tokens: int = 0) -> float:
+    """The default deadline in seconds for a request that sends `prompt_chars` characters and may
+    write `max_tokens` tokens: BASE_DEADLINE_S plus the time the slowest hardware the workbook
+    allows for needs to read and write that much.
+
+    A full-list decision (a 77-intent prompt of about 7,000 characters, a few reply tokens) gets
+    about three minutes; a short question about 35 s. A stuck server is still reported within
+    minutes, and nothing answering at all is reported at once.
+    """
+    return BASE_DEADLINE_S + prompt_chars / SLOWEST_READING_CHARS_PER_S + max_tokens / SLOWEST_WRITING_TOKENS_PER_S
 
 
 @dataclass(frozen=True)
@@ -90,9 +112,10 @@ def _completion_problem(body: Any) -> str | None:
 class OpenAICompatibleLLM(LocalMethods):
     """Any server with OpenAI's /v1/chat/completions: llama-server, llama-cpp-python, Ollama, vLLM, OpenAI.
 
-    Every request has one deadline for the whole exchange (`timeout` seconds, by default
-    $WORKBOOK_TIMEOUT or DEFAULT_TIMEOUT_S), not a limit per read: a server that trickles a
-    byte every few seconds is stopped once the deadline has passed (at most one read later).
+    Every request has one deadline for the whole exchange, not a limit per read: `timeout`
+    seconds when given, else $WORKBOOK_TIMEOUT, else `sized_deadline` of the request (so a
+    full-list decision needs no setting). A server that trickles a byte every few seconds is
+    stopped once the deadline has passed (at most one read later).
     Every way a server can fail raises ServerUnavailableError (nothing answers) or
     ServerError (an unusable answer), naming the URL.
     """
@@ -108,8 +131,10 @@ class OpenAICompatibleLLM(LocalMethods):
         self.model = model
         self.max_top_logprobs = max_top_logprobs
         self.timeout = request_timeout() if timeout is None else timeout
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=self.timeout, headers=headers)
+        self._client = httpx.Client(headers=headers)
         self._schema_style = "json_schema"
         self._is_openai = urlparse(self.base_url).hostname == "api.openai.com"
 
@@ -120,14 +145,19 @@ class OpenAICompatibleLLM(LocalMethods):
     def _root_url(self) -> str:
         return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
 
-    def _request(self, method: str, url: str, payload: dict | None = None) -> _Reply:
-        """Send one request and read the whole answer before the deadline."""
+    def _request(self, method: str, url: str, payload: dict | None = None, *, size_chars: int = 0,
+                 max_tokens: int = 0) -> _Reply:
+        """Send one request and read the whole answer before the deadline (`self.timeout`, or
+        `sized_deadline(size_chars, max_tokens)` when no fixed one is set)."""
         httpx = self._httpx
-        deadline = time.monotonic() + self.timeout
-        late = ServerError(f"{url} did not finish answering within {self.timeout:g} s (WORKBOOK_TIMEOUT); "
-                           "the server is overloaded or stuck. Raise WORKBOOK_TIMEOUT for slow hardware")
+        seconds = self.timeout if self.timeout is not None else sized_deadline(size_chars, max_tokens)
+        deadline = time.monotonic() + seconds
+        why = ("WORKBOOK_TIMEOUT" if self.timeout is not None
+               else "the default deadline for a request of this size; WORKBOOK_TIMEOUT sets a fixed one")
+        late = ServerError(f"{url} did not finish answering within {seconds:g} s ({why}); the server is "
+                           "overloaded or stuck. Raise WORKBOOK_TIMEOUT for slow hardware")
         try:
-            with self._client.stream(method, url, json=payload) as response:
+            with self._client.stream(method, url, json=payload, timeout=seconds) as response:
                 body = bytearray()
                 for chunk in response.iter_bytes():
                     body += chunk
@@ -139,7 +169,8 @@ class OpenAICompatibleLLM(LocalMethods):
             raise ServerUnavailableError(
                 f"no answer from the model server at {self.base_url} ({type(error).__name__}). Start one, "
                 "e.g. `python -m llama_cpp.server --model .cache/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf "
-                "--host 127.0.0.1 --port 8080 --n_ctx 4096 --logits_all true` and set WORKBOOK_BASE_URL="
+                "--host 127.0.0.1 --port 8080 --model_alias qwen2.5-coder-1.5b-instruct --n_ctx 4096 --logits_all true` "
+                "and set WORKBOOK_BASE_URL="
                 "http://127.0.0.1:8080/v1, or unset WORKBOOK_BACKEND to use the embedded model."
             ) from None
         except httpx.TimeoutException:
@@ -148,13 +179,16 @@ class OpenAICompatibleLLM(LocalMethods):
             raise ServerError(f"{url}: the server closed or broke the connection before its answer was complete "
                               f"({type(error).__name__}: {error})") from None
 
-    def _post_json(self, url: str, payload: dict) -> Any:
-        reply = self._request("POST", url, payload)
+    def _post_json(self, url: str, payload: dict, size_chars: int = 0) -> Any:
+        reply = self._request("POST", url, payload, size_chars=size_chars)
         if reply.status >= 400:
             raise ServerError(f"{url} answered {reply.status}: {reply.text[:500]}")
         return reply.json()
 
     def info(self) -> dict[str, Any]:
+        """The embedded backend's keys where a server reports them, else None: a server does not
+        say which file it loaded, its size or its parameters, and only llama-server reports its
+        context (on /props); plus the server's URL and the model ids it serves."""
         url = f"{self.base_url}/models"
         reply = self._request("GET", url)
         listing = None
@@ -168,7 +202,19 @@ class OpenAICompatibleLLM(LocalMethods):
             raise ServerError(f"{url} answered {reply.status} without a model list ({reply.text[:200]!r}): this is "
                               "not an OpenAI-compatible server, or WORKBOOK_BASE_URL misses its /v1")
         return {"backend": self.backend_name, "model": self.model, "base_url": self.base_url,
-                "server_models": [m["id"] for m in models], "versions": library_versions()}
+                "server_models": [m["id"] for m in models], "file": None, "file_bytes": None, "sha256": None,
+                "licence": None, "parameters": None, "context_tokens": self._reported_context(), "threads": None,
+                "versions": library_versions()}
+
+    def _reported_context(self) -> int | None:
+        """The context size llama-server reports on /props, or None from a server without it."""
+        reply = self._request("GET", f"{self._root_url()}/props")
+        try:
+            settings = json.loads(reply.text).get("default_generation_settings") if reply.status < 400 else None
+        except (json.JSONDecodeError, AttributeError):
+            return None
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
 
     def _schema_format(self, schema: dict) -> dict:
         if self._schema_style == "json_schema":
@@ -200,11 +246,12 @@ class OpenAICompatibleLLM(LocalMethods):
         url = f"{self.base_url}/chat/completions"
         if json_schema is not None:
             payload["response_format"] = self._schema_format(json_schema)
-        response = self._request("POST", url, payload)
+        size = sum(len(m["content"]) for m in messages) + len(grammar or "") + len(json.dumps(json_schema or ""))
+        response = self._request("POST", url, payload, size_chars=size, max_tokens=max_tokens)
         if json_schema is not None and response.status >= 400 and "response_format" in response.text:
             self._schema_style = "json_object" if self._schema_style == "json_schema" else "json_schema"
             payload["response_format"] = self._schema_format(json_schema)
-            response = self._request("POST", url, payload)
+            response = self._request("POST", url, payload, size_chars=size, max_tokens=max_tokens)
         if response.status >= 400:
             if _REFUSED_CAPABILITY.search(response.text):
                 raise CapabilityError(f"{url} refused token logprobs ({response.text[:300]}). Start "
@@ -245,32 +292,57 @@ class OpenAICompatibleLLM(LocalMethods):
             raise CapabilityError("a chat server cannot continue a partial assistant reply (prefix=...); use "
                                   "chat(..., grammar=..., top_logprobs=k) and read the step you need from "
                                   "its tokens, or use the embedded backend")
-        completion = self.chat(messages, max_tokens=1, top_logprobs=top_k)
-        top = completion.tokens[0].top if completion.tokens else ()
-        seen = dict(top)
+        # `score_tokens` are looked up among as many candidates as the server gives (a server has no
+        # way to score a token outside them); `top` keeps the `top_k` the caller asked for.
+        asked = max(top_k, self.max_top_logprobs) if score_tokens else top_k
+        completion = self.chat(messages, max_tokens=1, top_logprobs=asked)
+        candidates = completion.tokens[0].top if completion.tokens else ()
+        seen = dict(candidates)
         scores = {text: seen[text] for text in score_tokens if text in seen}
-        return NextTokenLogprobs(top, scores, completion.seconds)
+        return NextTokenLogprobs(candidates[:top_k], scores, completion.seconds)
 
     def tokenize(self, text: str) -> list[str]:
         if not isinstance(text, str):
             raise TypeError(f"text must be a string, got {type(text).__name__}")
         root = self._root_url()
         url = f"{root}/tokenize"
-        response = self._request("POST", url, {"content": text, "with_pieces": True})
+        response = self._request("POST", url, {"content": text, "with_pieces": True}, size_chars=len(text))
         if response.status < 400:  # llama-server
-            tokens = response.json().get("tokens") if isinstance(response.json(), dict) else None
-            if not isinstance(tokens, list):
-                raise ServerError(f"{url} answered without a token list: {response.text[:300]}")
-            return [item["piece"] if isinstance(item, dict) else str(item) for item in tokens]
+            return [item["piece"] if isinstance(item, dict) else str(item) for item in self._token_list(response)]
         url = f"{root}/extras/tokenize"
-        response = self._request("POST", url, {"input": text})
-        if response.status < 400:  # llama-cpp-python's server
-            tokens = response.json().get("tokens") if isinstance(response.json(), dict) else None
-            if not isinstance(tokens, list):
-                raise ServerError(f"{url} answered without a token list: {response.text[:300]}")
+        response = self._request("POST", url, {"input": text}, size_chars=len(text))
+        if response.status < 400:  # llama-cpp-python's server: ids only, so each is turned back into its text
+            tokens = self._token_list(response)
             pieces = [self._post_json(f"{root}/extras/detokenize", {"tokens": [token]}) for token in tokens]
             if not all(isinstance(piece, dict) and isinstance(piece.get("text"), str) for piece in pieces):
                 raise ServerError(f"{root}/extras/detokenize answered without a text")
             return [piece["text"] for piece in pieces]
         raise CapabilityError(f"the server at {self.base_url} offers no tokenizer endpoint; use the embedded "
                               "backend's tokenize")
+
+    def count_tokens(self, text: str) -> int:
+        """How many tokens `text` costs, in one request whatever its length (`tokenize` needs one
+        request per token on llama-cpp-python's server)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string, got {type(text).__name__}")
+        root = self._root_url()
+        response = self._request("POST", f"{root}/tokenize", {"content": text}, size_chars=len(text))
+        if response.status < 400:  # llama-server
+            return len(self._token_list(response))
+        url = f"{root}/extras/tokenize/count"
+        response = self._request("POST", url, {"input": text}, size_chars=len(text))
+        if response.status < 400:  # llama-cpp-python's server
+            count = response.json().get("count") if isinstance(response.json(), dict) else None
+            if not isinstance(count, int):
+                raise ServerError(f"{url} answered without a token count: {response.text[:300]}")
+            return count
+        raise CapabilityError(f"the server at {self.base_url} offers no tokenizer endpoint; use the embedded "
+                              "backend's count_tokens")
+
+    @staticmethod
+    def _token_list(response: _Reply) -> list:
+        body = response.json()
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        if not isinstance(tokens, list):
+            raise ServerError(f"{response.url} answered without a token list: {response.text[:300]}")
+        return tokens

@@ -114,7 +114,13 @@ class LLMEntailment:
                                               score_tokens=("yes", "no"))
         self.calls += 1
         self.seconds += result.seconds
-        return result.scores["yes"] > result.scores["no"]
+        yes, no = result.scores.get("yes"), result.scores.get("no")
+        if yes is None and no is None:
+            raise ValueError("neither 'yes' nor 'no' is among the top candidates the backend "
+                             "reported for the entailment question, so it cannot be answered; use the embedded "
+                             "backend, which scores every token")
+        # A server reports only its top candidates: a word missing from them is below all of them.
+        return (yes if yes is not None else -math.inf) > (no if no is not None else -math.inf)
 
 
 def cluster_by_embedding(vectors: np.ndarray, threshold: float) -> list[int]:

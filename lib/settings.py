@@ -50,3 +50,18 @@ def check_base_url(url: str, name: str = "WORKBOOK_BASE_URL") -> str:
         raise ValueError(f"{name}={url!r} is not a server URL: give http:// or https://, the host, the port if "
                          "needed and the API path, e.g. http://127.0.0.1:8080/v1")
     return text
+
+
+def context_tokens_setting() -> int:
+    """$WORKBOOK_N_CTX: the context in tokens the embedded model gets, and the server that
+    `make run-server` starts (4,096 by default: the 77-intent prompt and a 2,000-character
+    message need more than 2,048)."""
+    return numeric_setting("WORKBOOK_N_CTX", int, 4096, minimum=256, maximum=131072,
+                           meaning="the model's context size in tokens")
+
+
+def threads_setting() -> int:
+    """$WORKBOOK_THREADS: the CPU threads the model computes with, embedded or behind
+    `make run-server` (every core by default; 1 on a machine busy with other runs)."""
+    return numeric_setting("WORKBOOK_THREADS", int, os.cpu_count() or 1, minimum=1, maximum=1024,
+                           meaning="the model's CPU threads")

@@ -138,10 +138,11 @@ def load_times() -> dict:
 
 
 def save_times(part: str, entry: dict) -> None:
-    """Merge `entry` into build/course-times.json under `part` ("notebooks": {name: ...}, or "test")."""
+    """Merge `entry` into build/course-times.json under `part` ("notebooks" or "server notebooks":
+    {name: ...}, or "test")."""
     times = load_times()
-    if part == "notebooks":
-        times["notebooks"].update(entry)
+    if part in ("notebooks", "server notebooks"):
+        times.setdefault(part, {}).update(entry)
     else:
         times[part] = entry
     TIMES.parent.mkdir(parents=True, exist_ok=True)
@@ -219,8 +220,10 @@ def run_all(paths: list[Path], timeout: int, in_place: bool, recordings: Path | 
         if outcome:
             print(f"    {outcome}", flush=True)
         if os.environ["WORKBOOK_MODE"] == "live":
-            save_times("notebooks", {path.name: {"seconds": run.seconds, "ok": run.ok, "error": run.error,
-                                                 "date": utc_now()}})
+            part = "notebooks" if os.environ.get("WORKBOOK_BACKEND", "embedded").strip().lower() == "embedded" \
+                else "server notebooks"
+            save_times(part, {path.name: {"seconds": run.seconds, "ok": run.ok, "error": run.error,
+                                          "date": utc_now()}})
         rows.append((path.name, run))
     return rows
 

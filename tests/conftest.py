@@ -3,14 +3,9 @@ from __future__ import annotations
 
 import ast
 import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -23,8 +18,8 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
 
 TESTS = Path(__file__).resolve().parent
 MODEL_FIXTURES = frozenset({"embedded", "server_url"})
-MODEL_MODULES = frozenset({"test_llm.py", "test_reliability_model.py", "test_reliability_server.py",
-                           "test_reliability_injection.py"})
+MODEL_MODULES = frozenset({"test_llm.py", "test_llama_server.py", "test_reliability_model.py",
+                           "test_reliability_server.py", "test_reliability_injection.py"})
 """Test files that load the model throughout (fixtures of their own over it, or a model of their own)."""
 ONE_SCOPE_PER_TEST = frozenset({"test_notebook_rerun.py"})
 """Test files whose tests each run a whole notebook in a kernel of their own: each test is a scope,
@@ -77,40 +72,11 @@ def embedded():
     return EmbeddedLLM(n_ctx=4096)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def server_url():
-    """llama-cpp-python's own OpenAI-compatible server with the same GGUF, on a free local port."""
-    from lib.model_file import configured_model
+    """llama-cpp-python's own OpenAI-compatible server with the same GGUF, on a free local port,
+    started as `make run-server` starts it but with the server's default 2,048-token context."""
+    from setup.llama_server import running_server
 
-    port = _free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(configured_model().path),
-               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--logits_all", "true",
-               "--n_threads", os.environ.get("WORKBOOK_THREADS") or str(os.cpu_count() or 1), "--verbose", "false"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited early:\n{process.stderr.read()[-2000:]}")
-            try:
-                if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("llama_cpp.server did not answer within 120 s")
-            time.sleep(0.5)
-        yield base_url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with running_server(n_ctx=2048) as server:
+        yield server.base_url

@@ -187,6 +187,31 @@ def test_server_agrees_with_embedded(served: OpenAICompatibleLLM, embedded: Embe
     assert "qwen2.5-coder-1.5b-instruct" in " ".join(served.info()["server_models"]) or served.info()["server_models"]
 
 
+def test_server_scores_words_outside_the_top_k_it_was_asked_for(served: OpenAICompatibleLLM,
+                                                                 embedded: EmbeddedLLM) -> None:
+    """next_token_logprobs(top_k=0, score_tokens=...) on a server looks the words up among all the
+    candidates it may ask for (an entailment check asks for no top list, only "yes" and "no")."""
+    messages = [{"role": "system", "content": "Reply with one word: yes or no."},
+                {"role": "user", "content": "Is Paris in France?"}]
+    remote = served.next_token_logprobs(messages, top_k=0, score_tokens=("yes", "no"))
+    local = embedded.next_token_logprobs(messages, top_k=0, score_tokens=("yes", "no"))
+    assert remote.top == () and set(remote.scores) == {"yes", "no"}
+    assert remote.scores["yes"] == pytest.approx(local.scores["yes"], abs=0.05)
+
+
+def test_server_counts_tokens_in_one_request_and_reports_what_the_embedded_backend_does(
+        served: OpenAICompatibleLLM, embedded: EmbeddedLLM) -> None:
+    """count_tokens on llama_cpp.server is one request (/extras/tokenize/count), not one per token,
+    and agrees with the embedded tokenizer; info() has every key the embedded backend's has,
+    None where a server does not say (its file, size, parameters; llama_cpp.server's context)."""
+    text = "The stipend is paid monthly. " * 400  # about 2,400 tokens: thousands of requests one per token
+    assert served.count_tokens(text) == embedded.count_tokens(text)
+    remote, local = served.info(), embedded.info()
+    assert set(local) <= set(remote)
+    assert remote["file_bytes"] is None and remote["parameters"] is None and remote["context_tokens"] is None
+    assert remote["base_url"] == served.base_url
+
+
 def test_greedy_shortlist_is_exact(embedded: EmbeddedLLM) -> None:
     """Checking the best 1 / 64 / 4,096 tokens first picks the same token as masking the whole vocabulary."""
     from lib.grammar import GrammarConstraint

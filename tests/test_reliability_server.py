@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from lib.llm import CapabilityError
-from lib.openai_compatible import OpenAICompatibleLLM, ServerError, request_timeout
+from lib.openai_compatible import OpenAICompatibleLLM, ServerError, request_timeout, sized_deadline
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
@@ -94,9 +94,25 @@ def test_a_trickling_server_hits_the_whole_request_deadline(serve, monkeypatch):
     assert time.monotonic() - start < 6
 
 
-def test_the_deadline_is_settable_and_checked(monkeypatch):
+def test_without_a_setting_the_deadline_grows_with_the_request(serve, monkeypatch):
+    """A full-list decision (a 77-intent prompt) gets minutes without any setting; a stuck server
+    still fails a short request with an error that says the deadline was sized and how to set one."""
+    import lib.openai_compatible as openai_compatible
+
     monkeypatch.delenv("WORKBOOK_TIMEOUT", raising=False)
-    assert 0 < request_timeout() <= 30
+    assert request_timeout() is None and OpenAICompatibleLLM("http://127.0.0.1:9/v1", "m").timeout is None
+    full_list_prompt = 7000  # characters of the 77-intent system prompt and a message
+    assert sized_deadline(full_list_prompt, 3) >= 150 > 40 > sized_deadline(200, 3) >= 30
+    monkeypatch.setattr(openai_compatible, "BASE_DEADLINE_S", 1.0)
+    url = serve(body=GOOD_REPLY, trickle=1.0)
+    start = time.monotonic()
+    with pytest.raises(ServerError, match=rf"{url}/chat/completions.*within 1\.\d+ s \(the default deadline for a "
+                                          r"request of this size; WORKBOOK_TIMEOUT sets a fixed one\)"):
+        OpenAICompatibleLLM(url, "m").chat(MESSAGES, max_tokens=1)
+    assert time.monotonic() - start < 5
+
+
+def test_the_deadline_is_settable_and_checked(monkeypatch):
     monkeypatch.setenv("WORKBOOK_TIMEOUT", "2.5")
     assert request_timeout() == 2.5
     assert OpenAICompatibleLLM("http://127.0.0.1:9/v1", "m").timeout == 2.5

@@ -114,12 +114,16 @@ def test_normalize_answer():
 
 
 class _FakeLLM:
-    def __init__(self, yes: float, no: float) -> None:
+    """Scores "yes" and "no" as given; None leaves the word out, as a server does with a token
+    outside its top candidates."""
+
+    def __init__(self, yes: float | None, no: float | None) -> None:
         self.yes, self.no, self.messages = yes, no, []
 
     def next_token_logprobs(self, messages, *, prefix="", top_k=20, score_tokens=()):
         self.messages.append(messages)
-        return NextTokenLogprobs((), {"yes": self.yes, "no": self.no}, 0.25)
+        scores = {word: score for word, score in (("yes", self.yes), ("no", self.no)) if score is not None}
+        return NextTokenLogprobs((), scores, 0.25)
 
 
 def test_llm_entailment_compares_yes_and_no_and_counts_cost():
@@ -129,6 +133,14 @@ def test_llm_entailment_compares_yes_and_no_and_counts_cost():
     assert entails.calls == 1 and entails.seconds == pytest.approx(0.25)
     assert "How many credits?" in llm.messages[0][-1]["content"]
     assert not LLMEntailment(_FakeLLM(yes=-3.0, no=-0.1), "q")("a", "b")
+
+
+def test_llm_entailment_on_a_server_that_reports_only_one_of_the_two_words():
+    """A word outside a server's top candidates is less likely than every one of them."""
+    assert LLMEntailment(_FakeLLM(yes=-0.5, no=None), "q")("a", "b")
+    assert not LLMEntailment(_FakeLLM(yes=None, no=-0.5), "q")("a", "b")
+    with pytest.raises(ValueError, match="neither 'yes' nor 'no'.*embedded backend"):
+        LLMEntailment(_FakeLLM(yes=None, no=None), "q")("a", "b")
 
 
 def test_cascade_confidence_escalates_only_below_the_threshold():

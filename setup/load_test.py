@@ -1,0 +1,212 @@
+"""A classroom against one server: N learners press Run All on the same notebook at once.
+
+    python setup/load_test.py                        # 1, 5, 10 and 30 learners on 00-setup (make load-test)
+    python setup/load_test.py --learners 10 --notebook 01-grounding --seconds 120
+    python setup/load_test.py --base-url http://gpu-box:8080/v1 --model qwen  # a server already running
+
+Each simulated learner sends the requests its notebook makes, in the order of the notebook's
+recording (data/recordings/<notebook>.jsonl), one after another with no pause: the worst
+moment of a class, when everyone runs the first cells together. Every learner is a thread
+with its own connection, using the workbook's own server client, so deadlines and errors are
+the ones a notebook would meet. Requests a chat server cannot serve (continuing a partial
+reply) are left out and counted.
+
+Without --base-url the pinned model is started behind llama_cpp.server on 127.0.0.1 (as
+`make run-server` does) and stopped at the end. Each level of learners is bounded: a learner
+starts no new request once --seconds have passed, so a level ends within about --seconds plus
+the slowest request's deadline. Printed per level: requests answered, latency p50 / p95 / max
+(seconds from sending a request to its whole answer), per kind of request, errors, timeouts
+and requests never sent; then the largest level whose p95 stayed under --p95-limit seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from lib.llm import CapabilityError  # noqa: E402
+from lib.openai_compatible import OpenAICompatibleLLM, ServerError, ServerUnavailableError  # noqa: E402
+from lib.recording import RECORDINGS_DIR, RecordingStore  # noqa: E402
+from setup.llama_server import running_server  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Request:
+    """One recorded call: the client method, its arguments, and its kind for the report."""
+
+    method: str
+    arguments: dict
+    kind: str
+
+
+@dataclass
+class LevelResult:
+    """What `learners` learners at once met: latencies by kind, errors, timeouts, requests not sent."""
+
+    learners: int
+    seconds: float = 0.0
+    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    errors: list[str] = field(default_factory=list)
+    timeouts: int = 0
+    not_sent: int = 0
+
+    def all_latencies(self) -> list[float]:
+        return [seconds for values in self.latencies.values() for seconds in values]
+
+
+def request_kind(method: str, arguments: dict) -> str:
+    """"chat", "chat + grammar", "chat + schema", or the method's name (tokenize, info ...)."""
+    if method != "chat":
+        return method
+    return "chat + grammar" if arguments.get("grammar") else "chat + schema" if arguments.get("json_schema") else "chat"
+
+
+def notebook_requests(notebook: str, folder: Path = RECORDINGS_DIR) -> tuple[list[Request], int]:
+    """The requests of `notebook`'s recording in order, and how many of them a chat server cannot
+    serve (next-token log-probabilities after a partial assistant reply)."""
+    store = RecordingStore(notebook, folder)
+    if not len(store):
+        raise SystemExit(f"no recording {store.path}: give a notebook name such as 00-setup "
+                         f"(or record it: make record NB={notebook})")
+    requests, left_out = [], 0
+    for call in store.calls():
+        arguments = dict(call["request"])
+        if call["method"] == "next_token_logprobs" and arguments.get("prefix"):
+            left_out += 1
+            continue
+        requests.append(Request(call["method"], arguments, request_kind(call["method"], arguments)))
+    return requests, left_out
+
+
+def run_level(base_url: str, model: str, requests: list[Request], learners: int, seconds: float) -> LevelResult:
+    """`learners` threads each send `requests` in order; none starts a request after `seconds`."""
+    result = LevelResult(learners)
+    lock = threading.Lock()
+    start_together = threading.Barrier(learners)
+    stop_at: list[float] = []
+
+    def learner() -> None:
+        client = OpenAICompatibleLLM(base_url, model)
+        start_together.wait()
+        with lock:
+            if not stop_at:
+                stop_at.append(time.monotonic() + seconds)
+        for number, request in enumerate(requests):
+            if time.monotonic() > stop_at[0]:
+                with lock:
+                    result.not_sent += len(requests) - number
+                return
+            sent = time.monotonic()
+            try:
+                getattr(client, request.method)(**request.arguments)
+            except (ServerError, ServerUnavailableError, CapabilityError, ValueError) as error:
+                with lock:
+                    if "did not finish answering within" in str(error):
+                        result.timeouts += 1
+                    else:
+                        result.errors.append(f"{request.kind}: {type(error).__name__}: {str(error)[:160]}")
+                continue
+            with lock:
+                result.latencies[request.kind].append(time.monotonic() - sent)
+
+    threads = [threading.Thread(target=learner, daemon=True) for _ in range(learners)]
+    began = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    result.seconds = time.monotonic() - began
+    return result
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def report(results: list[LevelResult], p95_limit: float) -> str:
+    """The per-level table, the per-kind table and the one-line answer."""
+    lines = [f"{'learners':>8}  {'answered':>8}  {'p50 s':>7}  {'p95 s':>7}  {'max s':>7}  {'errors':>6}  "
+             f"{'timeouts':>8}  {'not sent':>8}  {'wall s':>7}"]
+    for level in results:
+        values = level.all_latencies()
+        lines.append(f"{level.learners:>8}  {len(values):>8}  {percentile(values, 50):>7.1f}  "
+                     f"{percentile(values, 95):>7.1f}  {max(values, default=float('nan')):>7.1f}  "
+                     f"{len(level.errors):>6}  {level.timeouts:>8}  {level.not_sent:>8}  {level.seconds:>7.0f}")
+    lines.append("\nby kind of request (p50 / p95 seconds, answered):")
+    kinds = sorted({kind for level in results for kind in level.latencies})
+    for level in results:
+        cells = [f"{kind} {percentile(level.latencies[kind], 50):.1f} / {percentile(level.latencies[kind], 95):.1f}"
+                 f" ({len(level.latencies[kind])})" for kind in kinds if level.latencies[kind]]
+        lines.append(f"  {level.learners:>3} learners: " + "; ".join(cells))
+    for level in results:
+        for error in sorted(set(level.errors))[:3]:
+            lines.append(f"  {level.learners} learners, error: {error}")
+    served = [level.learners for level in results
+              if level.all_latencies() and percentile(level.all_latencies(), 95) <= p95_limit
+              and not level.errors and not level.timeouts and not level.not_sent]
+    answer = f"{max(served)} learner(s) at once" if served else "not even one learner"
+    lines.append(f"\nlargest level with p95 <= {p95_limit:g} s, no error, no timeout and every request sent: {answer}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--learners", type=int, default=30, help="the most learners at once (levels 1, 5, 10 "
+                        "and this one, those up to it)")
+    parser.add_argument("--notebook", default="00-setup", help="whose recorded requests every learner sends")
+    parser.add_argument("--seconds", type=float, default=120.0,
+                        help="per level: no learner starts a request after this many seconds")
+    parser.add_argument("--p95-limit", type=float, default=5.0, help="the p95 latency (s) a class still accepts")
+    parser.add_argument("--base-url", default="", help="a server already running (else one is started here)")
+    parser.add_argument("--model", default="", help="the model id that server knows (with --base-url)")
+    args = parser.parse_args(argv)
+    if args.learners < 1 or args.seconds <= 0:
+        parser.error("--learners must be at least 1 and --seconds positive")
+    if bool(args.base_url) != bool(args.model):
+        parser.error("--base-url and --model go together")
+    requests, left_out = notebook_requests(args.notebook)
+    levels = sorted({level for level in (1, 5, 10) if level < args.learners} | {args.learners})
+    print(f"{args.notebook}: {len(requests)} requests per learner "
+          f"({', '.join(f'{n} {kind}' for kind, n in sorted(_counts(requests).items()))}); "
+          f"{left_out} left out (a chat server cannot continue a partial reply)", flush=True)
+
+    def measure(base_url: str, model: str) -> list[LevelResult]:
+        results = []
+        for learners in levels:
+            print(f"{learners} learner(s) at once ...", flush=True)
+            results.append(run_level(base_url, model, requests, learners, args.seconds))
+        return results
+
+    try:
+        if args.base_url:
+            results = measure(args.base_url, args.model)
+        else:
+            with running_server() as server:
+                print(f"llama_cpp.server on {server.base_url}: context {server.n_ctx} tokens, {server.threads} "
+                      "threads, one request computed at a time (it has no parallel slots)", flush=True)
+                results = measure(server.base_url, server.model)
+    except KeyboardInterrupt:
+        print("interrupted: the server was stopped", file=sys.stderr)
+        return 130
+    print()
+    print(report(results, args.p95_limit))
+    return 0
+
+
+def _counts(requests: list[Request]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for request in requests:
+        counts[request.kind] += 1
+    return counts
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""`make load-test`: the requests it replays, a level of learners against a real server, the report."""
+from __future__ import annotations
+
+from setup.load_test import LevelResult, Request, notebook_requests, report, run_level
+
+
+def test_a_notebooks_requests_come_from_its_recording_and_prefix_calls_are_left_out():
+    requests, left_out = notebook_requests("05-grammars")
+    assert requests and left_out >= 1  # 05 reads one intent letter after a partial reply
+    assert all(not (r.method == "next_token_logprobs" and r.arguments.get("prefix")) for r in requests)
+    assert {"chat + grammar", "tokenize"} <= {r.kind for r in requests}
+
+
+def test_learners_at_once_against_a_real_server_are_all_answered(server_url):
+    requests = [Request("tokenize", {"text": "Where is my card?"}, "tokenize"),
+                Request("chat", {"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 2}, "chat")]
+    level = run_level(server_url, "qwen2.5-coder-1.5b-instruct", requests, learners=3, seconds=600)
+    assert (len(level.latencies["tokenize"]), len(level.latencies["chat"])) == (3, 3)
+    assert not level.errors and level.timeouts == 0 and level.not_sent == 0
+    assert all(seconds > 0 for seconds in level.all_latencies())
+
+
+def test_the_report_names_the_largest_level_under_the_p95_limit_with_nothing_lost():
+    fast, slow, lossy = LevelResult(1), LevelResult(10), LevelResult(5)
+    fast.latencies["chat"] += [1.0, 1.2, 1.4]
+    lossy.latencies["chat"] += [1.0, 1.1]
+    lossy.not_sent = 3
+    slow.latencies["chat"] += [4.0, 9.0, 12.0]
+    text = report([fast, lossy, slow], p95_limit=5.0)
+    assert text.rstrip().endswith("every request sent: 1 learner(s) at once")
+    assert "not even one learner" in report([slow], p95_limit=5.0)
