@@ -236,8 +236,9 @@ class OpenAICompatibleLLM(LocalMethods):
         messages = [{"role": m["role"], "content": neutralise_template_tokens(m["content"])} for m in messages]
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
                                    "temperature": temperature, "logprobs": True}
-        if top_logprobs:
-            payload["top_logprobs"] = top_logprobs
+        # At least one candidate: llama_cpp.server sends no token log-probabilities at all without
+        # top_logprobs, and the chosen tokens' own log-probabilities are part of every completion.
+        payload["top_logprobs"] = max(top_logprobs, 1)
         if seed is not None:
             payload["seed"] = seed
         if grammar is not None:
@@ -272,7 +273,7 @@ class OpenAICompatibleLLM(LocalMethods):
         steps = tuple(
             TokenLogprob(item["token"], float(item["logprob"]),
                          tuple(sorted(((c["token"], float(c["logprob"])) for c in item.get("top_logprobs") or []),
-                                      key=lambda pair: -pair[1])))
+                                      key=lambda pair: -pair[1]))[:top_logprobs])
             for item in content
         )
         text = choice["message"].get("content") or ""

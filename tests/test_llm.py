@@ -187,6 +187,14 @@ def test_server_agrees_with_embedded(served: OpenAICompatibleLLM, embedded: Embe
     assert "qwen2.5-coder-1.5b-instruct" in " ".join(served.info()["server_models"]) or served.info()["server_models"]
 
 
+def test_server_chat_without_top_candidates_still_returns_each_tokens_logprob(served: OpenAICompatibleLLM) -> None:
+    """llama_cpp.server sends no log-probabilities without top_logprobs; the answer's perplexity
+    (notebook 15) needs the chosen tokens' own, as the embedded backend gives them."""
+    reply = served.chat(_ask("my card has not arrived"), max_tokens=6)
+    assert reply.tokens and "".join(step.token for step in reply.tokens) == reply.text
+    assert all(step.top == () and step.logprob <= 0 for step in reply.tokens)
+
+
 def test_server_scores_words_outside_the_top_k_it_was_asked_for(served: OpenAICompatibleLLM,
                                                                  embedded: EmbeddedLLM) -> None:
     """next_token_logprobs(top_k=0, score_tokens=...) on a server looks the words up among all the
