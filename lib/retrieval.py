@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from lib.checks import require_fitted
+from lib.datasets import QUESTION_TYPES
 from lib.intervals import binomial_interval
 from lib.indexes import DenseIndex, Embed, Hit, SearchIndex, distinct_units, unit_rows
 from lib.routing import Action
@@ -49,7 +50,6 @@ __all__ = [
     "ROUTE_MESSAGES",
     "RoutingVerdict",
     "route_many",
-    "QUESTION_TYPES",
     "gate_tradeoff",
 ]
 
@@ -449,9 +449,6 @@ def route_many(
             ranked_sections=_ranked_sections(hits),
         ))
     return verdicts
-
-
-QUESTION_TYPES = ("answerable", "unanswerable", "out_of_scope")
 
 
 def gate_tradeoff(question_types: Sequence[str], boundary_passed, features: pd.DataFrame,

@@ -172,7 +172,7 @@ def test_section_links_name_a_heading_that_exists(path):
 NOTEBOOK_NUMBERS = re.compile(r"\b[Nn]otebooks?\s+(\d\d(?:(?:,\s*|\s+and\s+|\s+or\s+|-|–|\s+to\s+)\d\d)*)\b")
 # A link to a notebook whose text carries a number: [Next: 08 · Semantic entropy →](08-semantic-entropy.ipynb).
 NUMBERED_LINK = re.compile(r"\[[^\]]*?(?<![\d.])(\d\d) · [^\]]*\]\((\d\d)-[\w-]+\.ipynb\)")
-# A dotted lib name written out, e.g. lib.calibration.bootstrap_interval or lib.runs.
+# A dotted lib name written out, e.g. lib.intervals.bootstrap_interval or lib.runs.
 LIB_NAME = re.compile(r"(?<![\w.])lib(?:\.[A-Za-z_]\w*)+")
 MAX_CELLS = 60
 """One notebook is one class session: at most about 90 minutes and 60 cells (the syllabus)."""
@@ -242,7 +242,7 @@ def test_the_name_checks_catch_what_they_should():
     assert missing_notebook_numbers("[Next: 08 · Semantic entropy →](08-semantic-entropy.ipynb)", numbers) == []
     assert missing_notebook_numbers("[Next: 07 · Semantic entropy →](08-semantic-entropy.ipynb)", numbers) == [
         "link text 07 to 08-*.ipynb"]
-    assert missing_lib_names("`lib.calibration.bootstrap_interval`, `lib.runs`, lib.decisions.FullListDecider.decide, "
+    assert missing_lib_names("`lib.intervals.bootstrap_interval`, `lib.runs`, lib.decisions.FullListDecider.decide, "
                              "`lib.selective.auroc`, from `lib.question_runs`.") == []
     assert missing_lib_names("`lib.calibration.fit_x`, `lib.nothing`, lib.decisions.FullListDecider.no_such_method") == [
         "lib.calibration.fit_x", "lib.decisions.FullListDecider.no_such_method", "lib.nothing"]
