@@ -83,10 +83,7 @@ def uses_widgets(notebook: dict, widget_modules: set[str]) -> bool:
     """Whether a notebook shows an ipywidgets control: its code, or a lib module it uses, imports ipywidgets.
 
     (A stored widget view alone does not count: tqdm's progress bars are widgets too.)"""
-    for cell in notebook["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        code = code_of(cell)
+    for code in (code_of(cell) for cell in notebook["cells"] if cell["cell_type"] == "code"):
         if re.search(r"\bipywidgets\b", code):
             return True
         for module in widget_modules:
