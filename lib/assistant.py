@@ -95,6 +95,11 @@ __all__ = [
     "Assistant",
     "answer_is_right",
     "decision_table",
+    "PENDING",
+    "OUT_OF_SCOPE_REPLY",
+    "HAND_OVER_REPLY",
+    "answer_field_logprobs",
+    "fit_perplexity_ceiling",
 ]
 
 

@@ -39,6 +39,8 @@ __all__ = [
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
     "PlattCalibrator",
+    "BinStrategy",
+    "OptionLogprobs",
 ]
 
 BinStrategy = Literal["uniform", "quantile"]

@@ -19,6 +19,10 @@ from lib.llm import LLM, Completion, Message
 from lib.quotes import GroundedAnswer, QuoteVerdict, verify_answer
 from lib.structured import StructuredResult, ask_structured
 
+__all__ = [
+    "GROUNDING_SYSTEM_PROMPT", "DEFAULT_MAX_TOKENS", "GroundingResult", "grounding_messages", "grounded_answer",
+]
+
 GROUNDING_SYSTEM_PROMPT = (
     "You answer questions about the Quillmere Institute of Technology using ONLY the sections "
     "given to you. Reply with a JSON object with two keys: \"answer\", a short answer to the "

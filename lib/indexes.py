@@ -60,6 +60,8 @@ __all__ = [
     "evaluate",
     "pool_embeddings",
     "IntentRetriever",
+    "STOPWORDS_EN",
+    "EMBEDDING_CACHE",
 ]
 
 

@@ -41,6 +41,13 @@ from lib.model_file import (MODEL_GGUF_NAME, MODEL_LICENSE, MODEL_NAME, MODEL_SH
                             configured_model, sha256_of)
 from lib.settings import check_base_url, numeric_setting
 
+__all__ = [
+    "Message", "Candidate", "DEFAULT_SERVER_TOP_LOGPROBS", "CapabilityError", "TokenLogprob", "Completion",
+    "NextTokenLogprobs", "LLM", "validate_messages", "WORD_JOINER", "neutralise_template_tokens",
+    "check_generation_args", "library_versions", "LocalMethods", "EmbeddedLLM", "Continuation", "SANITY_PROMPT",
+    "SANITY_PINNED_ANSWER", "SANITY_PINNED_MIN_LOGPROB", "SANITY_MAX_ENTROPY_SHARE", "BackendConfig",
+]
+
 Message = dict[str, str]
 Candidate = tuple[str, float]
 _ROLES = ("system", "user", "assistant")

@@ -18,6 +18,10 @@ import numpy as np
 from lib.checks import check_scores
 from lib.datasets import OUT_OF_SCOPE
 
+__all__ = [
+    "keep_threshold", "decide_scope", "scope_report",
+]
+
 
 def keep_threshold(in_scope_scores: Sequence[float] | np.ndarray, keep: float = 0.95) -> float:
     """The score that keeps the share `keep` of in-scope messages at or above it.

@@ -55,6 +55,18 @@ from lib.runs import RESULTS_DIR, load_item_run, run_items
 if TYPE_CHECKING:
     from lib.datasets import LabelGroups
 
+__all__ = [
+    "HANDBOOK", "FULL_LIST", "LETTERS_NAMES", "ASSISTANT_DEV", "ASSISTANT_TEST", "GRAMMAR_VS_FREE", "ROUTED_CODES",
+    "BANKING_INJECTION", "CLINC_INJECTION", "SILENT_CORPUS", "N_HANDBOOK_QUESTIONS", "HANDBOOK_SEED",
+    "MAX_GOLD_CHARS", "N_FULL_LIST", "FULL_LIST_SEED", "N_LETTERS_NAMES", "LETTERS_NAMES_SEED", "N_GRAMMAR_VS_FREE",
+    "GRAMMAR_VS_FREE_SEED", "FREE_MAX_TOKENS", "N_ROUTED", "ROUTED_SEED", "ROUTED_TOP", "INJECTION", "N_INJECTED",
+    "INJECTION_SEED", "ASSISTANT_SETTINGS", "CallTimer", "encode_tokens", "decode_tokens", "ItemRun",
+    "short_answer_questions", "letters_and_names_deciders", "answer_by_name", "CODE_SHAPE", "NAME_SHAPE",
+    "reply_kind", "code_routing_prompt", "injection_messages", "injection_items", "injection_deciders",
+    "injection_decision", "AssistantSetup", "build_assistant", "fit_answerability", "dev_answers", "fit_support",
+    "trace_row", "RUNS", "model_for", "produce", "load_run",
+]
+
 HANDBOOK = "handbook-short-answers"
 FULL_LIST = "banking77-full-list-replies"
 LETTERS_NAMES = "banking77-letters-vs-names"

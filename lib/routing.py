@@ -42,6 +42,7 @@ __all__ = [
     "coverage",
     "mean_set_size",
     "set_router",
+    "ConformalScore",
 ]
 
 

@@ -42,6 +42,14 @@ from lib.indexes import IntentRetriever
 from lib.llm import library_versions
 from lib.results_store import RESULTS_DIR, ResultsStore
 
+__all__ = [
+    "TASKS", "SPLITS", "LLM_METHODS", "BASELINE_METHODS", "METHODS", "CONFIDENCE_KINDS", "ORDER_SEED", "BATCH",
+    "load_split", "training_pool", "make_decider", "results_path", "decision_row", "failure_row",
+    "MAX_FAILURES_IN_A_ROW", "run_split", "processing_order", "run_progress", "run_is_complete", "run_table",
+    "complete_methods", "confidence_signals", "results_header", "load_results", "LOG_FLOOR", "OptionScores",
+    "option_scores", "ResultsTemperatureScaling", "ITEM_RUN_MODES", "item_run_path", "run_items", "load_item_run",
+]
+
 TASKS = ("banking77", "clinc150")
 SPLITS = ("calibration", "test")
 LLM_METHODS = (FullListDecider.method, ShortlistDecider.method)

@@ -35,6 +35,13 @@ import numpy as np
 
 from lib.text import normalize_answer
 
+__all__ = [
+    "SameMeaning", "cluster_by_meaning", "bidirectional", "LLMEntailment", "cluster_by_embedding",
+    "discrete_semantic_entropy", "rand_agreement", "max_entropy", "SHORT_ANSWER_SYSTEM", "SHORT_ANSWER_MAX_TOKENS",
+    "SAMPLE_TEMPERATURE", "N_SAMPLES", "GREEDY_TOP_LOGPROBS", "short_answer_messages", "sample_answers",
+    "auroc_difference", "cascade_confidence",
+]
+
 SameMeaning = Callable[[str, str], bool]
 """A test on two answer texts: True when they mean the same thing."""
 
