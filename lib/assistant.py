@@ -42,7 +42,7 @@ Every reply other than ACT starts with `lib.citations.FALLBACK_BANNER` and cites
 
 Every threshold is fitted on the dev questions, never on test: the two gates with
 `fit_gates` (the same fitting as notebook 02), the ask threshold with `fit_ask_gate`, and
-the answerability threshold with `fit_answerability_threshold` on dev traces.
+the answerability threshold with `fit_answerability_gate` on dev traces.
 
 Each question produces a `Trace`: every step's verdict and numbers, the decision, and the
 reply the user would see. `Trace.render()` (also `str(trace)`) gives plain text and
@@ -55,9 +55,7 @@ answerability probe (a single forward pass, no generation).
 from __future__ import annotations
 
 import html
-import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -67,15 +65,16 @@ import pandas as pd
 from sklearn.exceptions import NotFittedError
 
 from lib import retrieval as R
-from lib.checks import require_fitted
+from lib.checks import check_unit_interval, require_fitted
 from lib.citations import CitedAnswer, cite, fallback_reply
 from lib.datasets import gold_section_ids
-from lib.grounding import DEFAULT_MAX_TOKENS, GroundingResult, grounded_answer, grounding_messages
-from lib.llm import LLM, Completion, Message
+from lib.grounding import (DEFAULT_MAX_TOKENS, GroundingResult, answer_field_logprobs, grounded_answer,
+                            grounding_messages)
+from lib.llm import LLM, Message
 from lib.logprobs import perplexity, renormalize
 from lib.quotes import render_verdicts
 from lib.routing import Action
-from lib.selective import fit_threshold
+from lib.selective import fit_threshold, target_reached
 from lib.text import matches_gold
 
 __all__ = [
@@ -90,7 +89,7 @@ __all__ = [
     "quotes_verified",
     "fit_gates",
     "fit_ask_gate",
-    "fit_answerability_threshold",
+    "fit_answerability_gate",
     "SupportModel",
     "Assistant",
     "answer_is_right",
@@ -98,7 +97,6 @@ __all__ = [
     "PENDING",
     "OUT_OF_SCOPE_REPLY",
     "HAND_OVER_REPLY",
-    "answer_field_logprobs",
     "fit_perplexity_ceiling",
 ]
 
@@ -235,17 +233,17 @@ def fit_ask_gate(
     return R.Gate(target_precision=target_precision).fit(top, helps)
 
 
-def fit_answerability_threshold(traces: Sequence["Trace | float"], correct: Sequence[bool], *,
-                                target_precision: float = 0.9) -> float:
-    """The lowest P(yes) threshold at which ACT is right at least `target_precision` of the time on dev.
+def fit_answerability_gate(traces: Sequence["Trace | float"], correct: Sequence[bool], *,
+                           target_precision: float = 0.9) -> R.Gate:
+    """The gate on P(yes) above which ACT is right at least `target_precision` of the time on dev.
 
     Uses only the traces the threshold decides: those whose grounded answer had every
     quote verified (and so got an answerability probability). `traces` may also hold the
     P(yes) values themselves (as a saved run keeps them; NaN where no probe was asked).
     `correct[i]` says whether trace i's answer is right (see `answer_is_right`; unjudged rows
-    should be left out beforehand). Fitted with `lib.selective.fit_threshold`; if no threshold
-    reaches the target it warns (`UnreachableTargetWarning`) and returns a value above
-    every probability, so the assistant then never answers.
+    should be left out beforehand). Returns the fitted `lib.retrieval.Gate`: its `threshold_`
+    is the assistant's `answerability_threshold`, and `reached_` is False when no threshold
+    reaches the target (the threshold is then `inf`: the assistant never answers).
     """
     if len(traces) != len(correct):
         raise ValueError(f"traces ({len(traces)}) and correct ({len(correct)}) differ in length")
@@ -253,10 +251,10 @@ def fit_answerability_threshold(traces: Sequence["Trace | float"], correct: Sequ
                      (t.answerability.probability if t.answerability is not None else math.nan) for t in traces]
     rows = [(float(p), bool(c)) for p, c in zip(probabilities, correct) if p is not None and np.isfinite(p)]
     if not rows:
-        raise ValueError("fit_answerability_threshold: no trace has an answerability probability "
+        raise ValueError("fit_answerability_gate: no trace has an answerability probability "
                          "(none passed the gates with verified quotes)")
-    scores, positive = zip(*rows)
-    return fit_threshold(np.array(scores), np.array(positive), target_precision)
+    scores, right = zip(*rows)
+    return R.Gate(target_precision=target_precision).fit(np.array(scores), np.array(right))
 
 
 class SupportModel:
@@ -267,30 +265,33 @@ class SupportModel:
     both are numbers: P(yes) from the answerability probe, and the top retrieval score and its
     margin to the runner-up. A logistic regression (standardised features, scikit-learn's
     default L2 penalty) maps the three to P(right), fitted on judged dev answers; the threshold
-    on P(right) is fitted on the same answers with `lib.selective.fit_threshold` at `target_precision`.
+    on P(right) is fitted on the same answers with `lib.selective.fit_threshold` at `target_precision`
+    (or fixed by `threshold`: the threshold API of `lib.selective`).
 
     With a `SupportModel` the assistant's last step asks `accepts` instead of comparing P(yes)
     with the answerability threshold; the gates before it are unchanged (replacing the fixed
     retrieval gate too would send many more questions to the model, each a generation).
 
     Fitted attributes: `coef_` shape (3,) (per standard deviation of P(yes), top score,
-    margin), `intercept_`, `threshold_` and `reached_` (False when no threshold reached the
-    target on dev: the model then accepts nothing). Used before `fit`, it raises sklearn's
-    `NotFittedError`.
+    margin), `intercept_`, `threshold_`, `reached_` (whether the answers it accepts on dev reach
+    the target; when no threshold does, `threshold_` is `inf`: the model accepts nothing) and
+    `fitted_on_`. Used before `fit`, it raises sklearn's `NotFittedError`.
     """
 
-    def __init__(self, target_precision: float = 0.9) -> None:
+    def __init__(self, target_precision: float = 0.9, threshold: float | None = None) -> None:
         self.target_precision = target_precision
+        self.threshold = threshold
 
     def fit(self, p_yes: Sequence[float], top_score: Sequence[float], margin: Sequence[float],
-            right: Sequence[bool]) -> "SupportModel":
-        """Fit on dev answers: each shape (n,), `right` True where the answer was judged right."""
+            correct: Sequence[bool]) -> "SupportModel":
+        """Fit on dev answers: each shape (n,), `correct` True where the answer was judged right."""
         from sklearn.linear_model import LogisticRegression
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
+        check_unit_interval(self.target_precision, "target_precision")
         features = self._features(p_yes, top_score, margin)
-        labels = np.asarray(right, dtype=bool)
+        labels = np.asarray(correct, dtype=bool)
         if labels.shape != (len(features),) or not np.isfinite(features).all():
             raise ValueError("SupportModel.fit: need finite features and one label per answer")
         if len(set(labels.tolist())) < 2:
@@ -299,8 +300,13 @@ class SupportModel:
         regression = self.pipeline_[-1]
         self.coef_ = regression.coef_[0].copy()
         self.intercept_ = float(regression.intercept_[0])
-        self.threshold_ = fit_threshold(self.probability(p_yes, top_score, margin), labels, self.target_precision)
-        self.reached_ = math.isfinite(self.threshold_)
+        probability = self.probability(p_yes, top_score, margin)
+        if self.threshold is None:
+            self.threshold_ = fit_threshold(probability, labels, self.target_precision, warn=False)
+        else:
+            self.threshold_ = float(self.threshold)
+        self.reached_ = target_reached(probability >= self.threshold_, labels, self.target_precision)
+        self.fitted_on_ = len(labels)
         return self
 
     @staticmethod
@@ -322,38 +328,6 @@ class SupportModel:
         require_fitted(self, "threshold_", "accepts")
         with np.errstate(invalid="ignore"):
             return self.probability(p_yes, top_score, margin) >= self.threshold_
-
-
-_ANSWER_KEY = re.compile(r'"answer"\s*:\s*"')
-
-
-def answer_field_logprobs(completion: Completion) -> list[float]:
-    """The log-probabilities of the tokens that wrote the value of the "answer" field in a JSON reply.
-
-    A grounded reply is JSON (`{"answer": "...", "quotes": [...]}`); the quotes are copied
-    from the sections and so are nearly certain, and the keys and punctuation are forced by
-    the schema, so only the answer's own tokens say how sure the model was of what it
-    answered. A token counts when it overlaps the answer's characters. Returns [] when
-    the completion carries no tokens (a backend or a saved reply without log-probabilities),
-    when the tokens do not spell the text, or when the reply has no answer string.
-    """
-    if not completion.tokens or "".join(t.token for t in completion.tokens) != completion.text:
-        return []
-    key = _ANSWER_KEY.search(completion.text)
-    if key is None:
-        return []
-    start = key.end()
-    try:
-        _, end = json.decoder.scanstring(completion.text, start)  # end is just past the closing quote
-    except ValueError:
-        return []
-    logprobs, position = [], 0
-    for token in completion.tokens:
-        token_end = position + len(token.token)
-        if position < end - 1 and token_end > start:
-            logprobs.append(token.logprob)
-        position = token_end
-    return logprobs
 
 
 def fit_perplexity_ceiling(perplexities: Sequence[float], correct: Sequence[bool], *,
@@ -509,7 +483,7 @@ class Assistant:
         sections: section id -> section text, the texts the model is shown.
         boundary_gate, retrieval_gate: fitted on dev (`fit_gates`).
         ask_gate: fitted on dev (`fit_ask_gate`): top score at or above its threshold -> ASK.
-        answerability_threshold: fitted on dev traces (`fit_answerability_threshold`); NaN
+        answerability_threshold: fitted on dev traces (`fit_answerability_gate(...).threshold_`); NaN
             until then, and questions that reach the last step get decision None.
         n_sources: sections shown to the model; n_offer: headings offered by ASK;
         max_tokens: budget of the grounded answer (retried once with twice as many if cut off).

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -462,28 +461,24 @@ def build_assistant(llm: Any) -> AssistantSetup:
     return AssistantSetup(assistant, dev, test, dev_fit)
 
 
-def fit_answerability(p_yes: Sequence[float], right: Sequence[bool | None],
+def fit_answerability(p_yes: Sequence[float], correct: Sequence[bool | None],
                       targets: Sequence[float] = tuple(ASSISTANT_SETTINGS["answerability_targets"])) -> tuple[float, float, list[float]]:
     """The answerability threshold from dev answers: the first target precision dev can reach.
 
-    Rows whose answer was not judged (`right` None) are left out. Returns (threshold,
+    Rows whose answer was not judged (`correct` None) are left out. Returns (threshold,
     target reached, targets that were not reachable). If none is reachable, the threshold of
     the last target (above every probability: the assistant never answers).
     """
     from lib import assistant as A
-    from lib.selective import UnreachableTargetWarning
 
-    judged = [(p, bool(r)) for p, r in zip(p_yes, right) if r is not None]
+    judged = [(p, bool(r)) for p, r in zip(p_yes, correct) if r is not None]
     unreachable: list[float] = []
     for target in targets:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", UnreachableTargetWarning)
-            threshold = A.fit_answerability_threshold([p for p, _ in judged], [r for _, r in judged],
-                                                      target_precision=target)
-        if not caught:
-            return threshold, target, unreachable
+        gate = A.fit_answerability_gate([p for p, _ in judged], [r for _, r in judged], target_precision=target)
+        if gate.reached_:
+            return gate.threshold_, target, unreachable
         unreachable.append(target)
-    return threshold, targets[-1], unreachable
+    return gate.threshold_, targets[-1], unreachable
 
 
 def dev_answers(dev_rows: pd.DataFrame) -> pd.DataFrame:

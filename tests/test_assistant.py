@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -21,12 +20,11 @@ from lib.assistant import (
     ANSWERABILITY_SYSTEM_PROMPT,
     Assistant,
     SupportModel,
-    answer_field_logprobs,
     answer_is_right,
     answerability_messages,
     answerability_probability,
     decision_table,
-    fit_answerability_threshold,
+    fit_answerability_gate,
     fit_ask_gate,
     fit_gates,
     fit_perplexity_ceiling,
@@ -34,11 +32,10 @@ from lib.assistant import (
 )
 from lib.citations import FALLBACK_BANNER
 from lib.datasets import Section
-from lib.grounding import GROUNDING_SYSTEM_PROMPT
+from lib.grounding import GROUNDING_SYSTEM_PROMPT, answer_field_logprobs
 from lib.indexes import DenseIndex, chunk_by_heading
 from lib.llm import Completion, NextTokenLogprobs, TokenLogprob
 from lib.routing import Action
-from lib.selective import UnreachableTargetWarning
 from test_indexes import fake_embed
 
 SECTIONS = [
@@ -96,12 +93,17 @@ def index():
     return DenseIndex(chunk_by_heading(SECTIONS), fake_embed)
 
 
+def fixed_gates() -> dict[str, R.Gate | R.RetrievalGate]:
+    """The three gates at fixed thresholds (fitted on one accepted row, which only sets `reached_`)."""
+    return {"boundary_gate": R.Gate(threshold=0.2).fit([0.2], [True]),
+            "retrieval_gate": R.RetrievalGate(score_threshold=0.35, margin_threshold=0.2).fit(
+                pd.DataFrame({"top_score": [0.35], "margin": [0.2]}), [True]),
+            "ask_gate": R.Gate(threshold=0.25).fit([0.25], [True])}
+
+
 def make_assistant(index, llm, threshold=0.5):
-    return Assistant(llm=llm, scope=R.Scope(index, EXAMPLES), sections=TEXTS,
-                     boundary_gate=R.Gate.with_threshold(0.2),
-                     retrieval_gate=R.RetrievalGate.with_thresholds(0.35, 0.2),
-                     ask_gate=R.Gate.with_threshold(0.25), answerability_threshold=threshold,
-                     n_sources=2, n_offer=2, max_tokens=120)
+    return Assistant(llm=llm, scope=R.Scope(index, EXAMPLES), sections=TEXTS, **fixed_gates(),
+                     answerability_threshold=threshold, n_sources=2, n_offer=2, max_tokens=120)
 
 
 def test_out_of_scope_stops_at_the_boundary_without_model_calls(index):
@@ -224,15 +226,14 @@ def test_answerability_threshold_fits_only_on_probed_traces(index):
     traces = [make_assistant(index, FakeLLM([GOOD], p_yes=p), threshold=math.nan).run(GROUNDED_Q)
               for p in (0.95, 0.9, 0.6, 0.4)]
     skipped = make_assistant(index, FakeLLM(), threshold=math.nan).run(OUT_Q)  # no probability: ignored
-    t = fit_answerability_threshold(traces + [skipped], [True, True, False, True, True], target_precision=0.9)
-    assert t == pytest.approx(0.9)
-    with pytest.warns(UnreachableTargetWarning):
-        t = fit_answerability_threshold(traces, [False] * 4)
-    assert t > 0.95
+    gate = fit_answerability_gate(traces + [skipped], [True, True, False, True, True], target_precision=0.9)
+    assert gate.threshold_ == pytest.approx(0.9) and gate.reached_ and gate.fitted_on_ == 4
+    unreachable = fit_answerability_gate(traces, [False] * 4)
+    assert not unreachable.reached_ and unreachable.threshold_ > 0.95
     with pytest.raises(ValueError, match="length"):
-        fit_answerability_threshold(traces, [True])
+        fit_answerability_gate(traces, [True])
     with pytest.raises(ValueError, match="no trace"):
-        fit_answerability_threshold([skipped], [True])
+        fit_answerability_gate([skipped], [True])
 
 
 def test_fit_gates_and_ask_gate_on_dev_frame(index):
@@ -244,11 +245,9 @@ def test_fit_gates_and_ask_gate_on_dev_frame(index):
         "section_ids": [["handbook/thesis-committee"], ["handbook/thesis-committee"], [], [],
                         ["handbook/qualifying-exam"], [], ["handbook/thesis-committee"]],
     })
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnreachableTargetWarning)
-        boundary, retrieval = fit_gates(dev, R.Scope(index, EXAMPLES))
-        assert not math.isnan(boundary.threshold_) and not math.isnan(retrieval.score_threshold_)
-        ask = fit_ask_gate(dev, boundary, retrieval, R.Scope(index, EXAMPLES), n_offer=2, target_precision=0.5)
+    boundary, retrieval = fit_gates(dev, R.Scope(index, EXAMPLES))
+    assert not math.isnan(boundary.threshold_) and not math.isnan(retrieval.score_threshold_)
+    ask = fit_ask_gate(dev, boundary, retrieval, R.Scope(index, EXAMPLES), n_offer=2, target_precision=0.5)
     assert not math.isnan(ask.threshold_)
 
 
@@ -277,14 +276,10 @@ def test_decision_table_has_fixed_rows_and_columns(index):
 
 def test_bad_arguments_are_refused(index):
     with pytest.raises(ValueError, match="n_sources"):
-        Assistant(llm=FakeLLM(), scope=R.Scope(index, EXAMPLES), sections=TEXTS,
-                  boundary_gate=R.Gate.with_threshold(0.2),
-                  retrieval_gate=R.RetrievalGate.with_thresholds(0.35, 0.2),
-                  ask_gate=R.Gate.with_threshold(0.25), n_sources=0)
+        Assistant(llm=FakeLLM(), scope=R.Scope(index, EXAMPLES), sections=TEXTS, **fixed_gates(), n_sources=0)
     with pytest.raises(NotFittedError, match="ask_gate"):
         Assistant(llm=FakeLLM(), scope=R.Scope(index, np.asarray(fake_embed(EXAMPLES))), sections=TEXTS,
-                  boundary_gate=R.Gate.with_threshold(0.2),
-                  retrieval_gate=R.RetrievalGate.with_thresholds(0.35, 0.2), ask_gate=R.Gate())
+                  **{**fixed_gates(), "ask_gate": R.Gate()})
 
 
 def test_repr_is_the_readable_trace_not_a_dump(index):

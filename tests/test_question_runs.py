@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.assistant import decision_table, fit_answerability_threshold
+from lib.assistant import decision_table, fit_answerability_gate
 from lib.decisions import ShortlistDecider
 from lib.datasets import banking77_pool, load_label_groups
 from lib.indexes import IntentRetriever
@@ -127,7 +127,7 @@ def test_paired_auroc_difference():
 def test_saved_answerability_probabilities_fit_like_traces():
     p_yes = [0.9, 0.85, 0.6, math.nan, 0.95]
     right = [True, True, False, True, True]
-    threshold = fit_answerability_threshold(p_yes, right, target_precision=0.9)
+    threshold = fit_answerability_gate(p_yes, right, target_precision=0.9).threshold_
     assert 0.6 < threshold <= 0.85
     table = decision_table(["act", "ask", "hand_over"], ["answerable", "answerable", "unanswerable"])
     assert table.loc["answerable", "act"] == 1 and table.loc["unanswerable", "hand_over"] == 1
