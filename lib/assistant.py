@@ -58,6 +58,7 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -94,6 +95,7 @@ __all__ = [
     "Assistant",
     "answer_is_right",
     "decision_table",
+    "Pending",
     "PENDING",
     "OUT_OF_SCOPE_REPLY",
     "HAND_OVER_REPLY",
@@ -105,8 +107,18 @@ DECISIONS: tuple[str, ...] = tuple(a.value for a in Action)
 """The assistant's decisions, in table order: `lib.routing.Action`'s values. ACT is a grounded
 answer with verified quotes, ASK a clarifying question offering the best sections, OUT_OF_SCOPE
 a question not about what the corpus covers, HAND_OVER a question passed to a person."""
-PENDING = "PENDING"
-"""The decision name a trace shows before the answerability threshold is fitted."""
+class Pending(str, Enum):
+    """The decision of a trace that reached the last step before the answerability threshold was fitted.
+
+    A value of its own rather than None: it is no `Action` (nothing would be done with the
+    question yet), and a table of decisions shows it as a column of its own.
+    """
+
+    PENDING = "PENDING"
+
+
+PENDING = Pending.PENDING
+"""The one `Pending` value."""
 
 ANSWERABILITY_SYSTEM_PROMPT = (
     "You check whether the given sections of the Quillmere Institute of Technology's documents "
@@ -383,7 +395,7 @@ def _fmt(value: Any) -> str:
 class Trace:
     """Everything the assistant did with one question, and why.
 
-    `decision` is None only while the answerability threshold is not fitted yet and the
+    `decision` is `PENDING` only while the answerability threshold is not fitted yet and the
     question got that far (see `Assistant.decide`). `reply` is what the user would see.
     `routing` holds the gate numbers (`lib.retrieval.RoutingVerdict`), `offered` the
     (section id, heading) pairs an ASK offers, `grounding` the grounded answer with its
@@ -392,7 +404,7 @@ class Trace:
     """
 
     question: str
-    decision: Action | None
+    decision: Action | Pending
     reply: str
     steps: tuple[Step, ...]
     routing: R.RoutingVerdict
@@ -428,8 +440,8 @@ class Trace:
 
     @property
     def decision_name(self) -> str:
-        """The decision's name, or "PENDING" while the answerability threshold is not fitted."""
-        return self.decision.value if self.decision else PENDING
+        """The decision's name: an `Action`'s value, or "PENDING" while the answerability threshold is not fitted."""
+        return self.decision.value
 
     def step(self, name: str) -> Step:
         """The step called `name` ("boundary", "retrieval", "grounded answer", "citations" or "answerability")."""
@@ -484,7 +496,7 @@ class Assistant:
         boundary_gate, retrieval_gate: fitted on dev (`fit_gates`).
         ask_gate: fitted on dev (`fit_ask_gate`): top score at or above its threshold -> ASK.
         answerability_threshold: fitted on dev traces (`fit_answerability_gate(...).threshold_`); NaN
-            until then, and questions that reach the last step get decision None.
+            until then, and questions that reach the last step get decision `PENDING`.
         n_sources: sections shown to the model; n_offer: headings offered by ASK;
         max_tokens: budget of the grounded answer (retried once with twice as many if cut off).
         perplexity_ceiling: fitted on dev (`fit_perplexity_ceiling`): an answer whose perplexity
@@ -569,7 +581,7 @@ class Assistant:
                 probe = answerability_probability(self.llm, verdict.question, shown)
         else:
             grounded = Step("grounded answer", None, {}, "not asked: a gate failed")
-        trace = Trace(verdict.question, None, "", (boundary, retrieval, grounded), verdict,
+        trace = Trace(verdict.question, PENDING, "", (boundary, retrieval, grounded), verdict,
                       offered=offered, grounding=grounding, answerability=probe,
                       shown_sections=tuple(shown) if grounding is not None else ())
         cited = trace.citations
@@ -624,7 +636,7 @@ class Assistant:
         elif not trace.citations.valid:
             decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "a citation does not hold"
         elif math.isnan(threshold):
-            decision, reply, why = None, "(pending: fit the answerability threshold)", "threshold not fitted"
+            decision, reply, why = PENDING, "(pending: fit the answerability threshold)", "threshold not fitted"
         elif accepted and trace.answer_perplexity is not None and trace.answer_perplexity > self.perplexity_ceiling:
             headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
             decision, why = Action.ASK, "answerable, but the answer's perplexity is above the ceiling"
@@ -667,7 +679,7 @@ def decision_table(traces: Sequence[Trace | str], question_types: Sequence[str])
         raise ValueError(f"traces ({len(traces)}) and question_types ({len(question_types)}) differ in length")
     frame = pd.DataFrame({"type": list(question_types),
                           "decision": [t if isinstance(t, str) else t.decision_name for t in traces]})
-    columns = list(DECISIONS) + ([PENDING] if (frame["decision"] == PENDING).any() else [])
+    columns = list(DECISIONS) + ([PENDING.value] if (frame["decision"] == PENDING).any() else [])
     table = pd.crosstab(frame["type"], frame["decision"]).reindex(
         index=["answerable", "unanswerable", "out_of_scope"], columns=columns, fill_value=0)
     return table.rename_axis(index="question type", columns="decision")

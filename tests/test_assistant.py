@@ -18,6 +18,7 @@ from lib import retrieval as R
 from lib.assistant import (
     ANSWERABILITY_QUESTION,
     ANSWERABILITY_SYSTEM_PROMPT,
+    PENDING,
     Assistant,
     SupportModel,
     answer_is_right,
@@ -173,7 +174,7 @@ def test_unfitted_threshold_leaves_the_decision_pending_and_decide_needs_no_mode
     llm = FakeLLM([GOOD], p_yes=0.9)
     assistant = make_assistant(index, llm, threshold=math.nan)
     trace = assistant.run(GROUNDED_Q)
-    assert trace.decision is None and "PENDING" in trace.render()
+    assert trace.decision is PENDING and trace.decision_name == "PENDING" and "PENDING" in trace.render()
     assistant.answerability_threshold = 0.95
     assert assistant.decide(trace).decision is Action.HAND_OVER
     assistant.answerability_threshold = 0.85
