@@ -66,7 +66,7 @@ import pandas as pd
 from sklearn.exceptions import NotFittedError
 
 from lib import retrieval as R
-from lib.checks import check_unit_interval, require_fitted
+from lib.checks import check_positive_int, check_unit_interval, require_fitted
 from lib.citations import CitedAnswer, cite, fallback_reply
 from lib.datasets import gold_section_ids
 from lib.grounding import (DEFAULT_MAX_TOKENS, GroundingResult, answer_field_logprobs, grounded_answer,
@@ -524,8 +524,7 @@ class Assistant:
         if isinstance(examples, (list, tuple)):
             self.scope = replace(self.scope, example_questions=np.asarray(self.scope.embed(list(examples))))
         for name, value in (("n_sources", self.n_sources), ("n_offer", self.n_offer), ("max_tokens", self.max_tokens)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            check_positive_int(value, name)
         if not hasattr(self.ask_gate, "threshold_"):
             raise NotFittedError("Assistant: fit ask_gate on dev first (fit_ask_gate)")
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy.stats import beta
 
-from lib.checks import check_positive_int
+from lib.checks import check_positive_int, check_unit_interval
 
 __all__ = ["binomial_interval", "bootstrap_interval"]
 
@@ -51,8 +51,7 @@ def binomial_interval(successes: int, trials: int, level: float = 0.95) -> tuple
         raise ValueError(f"trials must be at least 1, got {trials}")
     if not 0 <= successes <= trials:
         raise ValueError(f"successes must lie in [0, trials] = [0, {trials}], got {successes}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    check_unit_interval(level, "level", include_zero=False, include_one=False)
     tail = (1.0 - level) / 2.0
     low = 0.0 if successes == 0 else float(beta.ppf(tail, successes, trials - successes + 1))
     high = 1.0 if successes == trials else float(beta.ppf(1.0 - tail, successes + 1, trials - successes))
@@ -93,8 +92,7 @@ def bootstrap_interval(
     if n_rows == 0:
         raise ValueError("arrays are empty: need at least one row to resample")
     check_positive_int(n, "n (number of resamples)")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    check_unit_interval(level, "level", include_zero=False, include_one=False)
     estimate = float(metric(*data))
     rng = np.random.default_rng(seed)
     replicates = np.empty(n)

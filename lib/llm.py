@@ -35,6 +35,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
+from lib.checks import check_positive_int
 from lib.grammar import GrammarConstraint, check_grammar
 from lib.logprobs import log_softmax
 from lib.model_file import (MODEL_GGUF_NAME, MODEL_LICENSE, MODEL_NAME, MODEL_SHA256, ModelFile, ModelFileError,
@@ -159,8 +160,7 @@ def neutralise_template_tokens(text: str) -> str:
 def check_generation_args(max_tokens: int, temperature: float, top_logprobs: int,
                           grammar: str | None, json_schema: dict | None) -> None:
     """Raise ValueError for generation arguments no backend accepts (checked before any request)."""
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    check_positive_int(max_tokens, "max_tokens")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if top_logprobs < 0:

@@ -286,8 +286,7 @@ def outcome_intervals(
         the ACT or ASK items for accuracies).
     """
     routed, corr, offered = _checked_outcome_inputs(decisions, correct, in_options)
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    check_unit_interval(level, "level", include_zero=False, include_one=False)
     acted, asked, handed = _route_masks(routed)
     counts = {  # outcome -> (successes, items it is taken over)
         "share_act": (acted, np.ones_like(acted)),
@@ -560,8 +559,7 @@ class ConformalClassifier:
     """
 
     def __init__(self, alpha: float = 0.1, score: ConformalScore = "lac") -> None:
-        if not 0.0 < alpha < 1.0:
-            raise ValueError(f"alpha must lie strictly between 0 and 1, got {alpha!r}")
+        check_unit_interval(alpha, "alpha", include_zero=False, include_one=False)
         if score not in ("lac", "aps"):
             raise ValueError(f"score must be 'lac' or 'aps', got {score!r}")
         self.alpha = alpha

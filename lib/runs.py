@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from lib.calibration import TemperatureScaling, brier, ece, nll, softmax_at_temperature
-from lib.checks import require_fitted
+from lib.checks import check_positive_int, require_fitted
 from lib.datasets import OUT_OF_SCOPE
 from lib.decisions import (Debias, Decider, IntentDecision, FullListDecider, LogRegDecider, NearestNeighbourDecider,
                            ShortlistDecider, shortlist_probabilities)
@@ -192,8 +192,8 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
     """
     from lib.openai_compatible import ServerUnavailableError
 
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
-        raise ValueError(f"limit must be a positive integer (messages per split), got {limit!r}")
+    if limit is not None:
+        check_positive_int(limit, "limit")
     frame = load_split(task, split)
     order = processing_order(len(frame))
     if limit is not None:

@@ -324,8 +324,7 @@ def accuracy_at_coverage(
     Args:
         coverage: target share of items acted on, in (0, 1].
     """
-    if not 0.0 < coverage <= 1.0:
-        raise ValueError(f"coverage must lie in (0, 1], got {coverage!r}")
+    check_unit_interval(coverage, "coverage", include_zero=False)
     curve = accuracy_coverage(confidence, correct)
     # Tolerance so that e.g. coverage=0.3 with n=10 reaches the row with coverage 3/10.
     reached = curve["coverage"].to_numpy() >= coverage - 1e-12
@@ -353,8 +352,7 @@ def precision_at_recall(
 
     Raises ValueError for `recall` outside (0, 1] or when no answer is right.
     """
-    if not 0.0 < recall <= 1.0:
-        raise ValueError(f"recall must lie in (0, 1], got {recall!r}")
+    check_unit_interval(recall, "recall", include_zero=False)
     conf, corr = check_confidence_correct(confidence, correct)
     n_right = int(corr.sum())
     if n_right == 0:
