@@ -35,8 +35,9 @@ from lib.citations import FALLBACK_BANNER
 from lib.datasets import Section
 from lib.grounding import GROUNDING_SYSTEM_PROMPT, answer_field_logprobs
 from lib.indexes import DenseIndex, chunk_by_heading
-from lib.llm import Completion, NextTokenLogprobs, TokenLogprob
+from lib.llm import Completion, TokenLogprob
 from lib.routing import Action
+from conftest import ScriptedLLM
 from test_indexes import fake_embed
 
 SECTIONS = [
@@ -66,27 +67,13 @@ BAD_QUOTE = json.dumps({"answer": "Five members",
 NO_QUOTES = json.dumps({"answer": "The sections do not say.", "quotes": []})
 
 
-class FakeLLM:
-    """Answers `chat` with prepared texts and `next_token_logprobs` with a prepared P(yes); counts calls."""
-
-    def __init__(self, replies=(), p_yes: float = 0.9, other: float = 0.0):
-        self.replies = list(replies)
-        self.p_yes, self.other = p_yes, other
-        self.chats: list[dict] = []
-        self.probes: list[dict] = []
-
-    def chat(self, messages, *, max_tokens, temperature=0.0, seed=None, grammar=None, json_schema=None,
-             top_logprobs=0):
-        self.chats.append({"messages": list(messages), "max_tokens": max_tokens})
-        return Completion(self.replies.pop(0), "stop", 100, 20, 1.0)
-
-    def next_token_logprobs(self, messages, *, prefix="", top_k=20, score_tokens=()):
-        self.probes.append({"messages": list(messages), "score_tokens": tuple(score_tokens), "top_k": top_k})
-        mass = 1.0 - self.other
-        # Split each answer's mass over its two spellings, to check they are summed.
-        scores = {"yes": math.log(0.75 * mass * self.p_yes), "Yes": math.log(0.25 * mass * self.p_yes),
-                  "no": math.log(0.5 * mass * (1 - self.p_yes)), "No": math.log(0.5 * mass * (1 - self.p_yes))}
-        return NextTokenLogprobs(top=(), scores={t: scores[t] for t in score_tokens})
+def FakeLLM(replies=(), p_yes: float = 0.9, other: float = 0.0) -> ScriptedLLM:
+    """Answers `chat` with prepared texts and the probe with P(yes) = `p_yes`, `other` of the mass elsewhere."""
+    mass = 1.0 - other
+    # Split each answer's mass over its two spellings, to check they are summed.
+    return ScriptedLLM(replies, scores={
+        "yes": math.log(0.75 * mass * p_yes), "Yes": math.log(0.25 * mass * p_yes),
+        "no": math.log(0.5 * mass * (1 - p_yes)), "No": math.log(0.5 * mass * (1 - p_yes))})
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +100,7 @@ def test_out_of_scope_stops_at_the_boundary_without_model_calls(index):
     assert trace.decision is Action.OUT_OF_SCOPE
     assert [s.verdict for s in trace.steps] == ["fail", "skipped", "skipped", "skipped", "skipped"]
     assert trace.step("boundary").numbers["threshold"] == 0.2
-    assert not llm.chats and not llm.probes
+    assert not llm.requests and not llm.probes
 
 
 def test_unsure_retrieval_with_close_sections_asks_offering_their_headings(index):
@@ -123,7 +110,7 @@ def test_unsure_retrieval_with_close_sections_asks_offering_their_headings(index
     assert trace.step("retrieval").verdict == "fail"
     assert [sid for sid, _ in trace.offered] == ["handbook/qualifying-exam", "handbook/thesis-committee"]
     assert "(1) Qualifying exam" in trace.reply and "(2) Thesis committee" in trace.reply
-    assert not llm.chats and not llm.probes
+    assert not llm.requests and not llm.probes
 
 
 def test_unsure_retrieval_with_nothing_close_hands_over(index):
@@ -131,7 +118,7 @@ def test_unsure_retrieval_with_nothing_close_hands_over(index):
     trace = make_assistant(index, llm).run(NOTHING_Q)
     assert trace.decision is Action.HAND_OVER
     assert "nothing is close" in trace.why
-    assert not llm.chats
+    assert not llm.requests
 
 
 def test_verified_quotes_and_high_answerability_answer(index):
@@ -142,7 +129,7 @@ def test_verified_quotes_and_high_answerability_answer(index):
     assert "handbook/thesis-committee" in trace.reply
     assert trace.answerability.probability == pytest.approx(0.9)
     # The model saw the two best sections, in the grounding prompt, with the set budget.
-    request = llm.chats[0]
+    request = llm.requests[0]
     assert request["messages"][0]["content"] == GROUNDING_SYSTEM_PROMPT and request["max_tokens"] == 120
     assert "[handbook/thesis-committee]" in request["messages"][1]["content"]
     assert "[handbook/qualifying-exam]" in request["messages"][1]["content"]
@@ -182,7 +169,7 @@ def test_unfitted_threshold_leaves_the_decision_pending_and_decide_needs_no_mode
     assert decided.decision is Action.ACT
     assert [s.name for s in decided.steps] == ["boundary", "retrieval", "grounded answer", "citations",
                                                "answerability"]
-    assert len(llm.chats) == 1 and len(llm.probes) == 1
+    assert len(llm.requests) == 1 and len(llm.probes) == 1
 
 
 def test_trace_renders_every_step_with_its_numbers(index):
@@ -209,11 +196,7 @@ def test_answerability_sums_both_spellings_and_reports_off_label_mass():
 
 
 def test_answerability_is_nan_when_neither_answer_is_visible():
-    class Blind(FakeLLM):
-        def next_token_logprobs(self, messages, **kwargs):
-            return NextTokenLogprobs(top=(), scores={})
-
-    result = answerability_probability(Blind(), "How big?", {"a/b": "Four members."})
+    result = answerability_probability(ScriptedLLM(), "How big?", {"a/b": "Four members."})
     assert math.isnan(result.probability) and result.off_label_mass == 1.0
 
 
@@ -310,18 +293,11 @@ def test_answer_field_logprobs_reads_only_the_answer_tokens():
     assert answer_field_logprobs(Completion(GOOD, "stop", 100, 20, 1.0)) == []  # no tokens kept
 
 
-class TokenLLM(FakeLLM):
-    def chat(self, messages, **kwargs):
-        text = super().chat(messages, **kwargs).text
-        return tokenized(text, self.answer_logprob)
-
-
 def test_a_perplexity_ceiling_turns_an_unsure_answer_into_ask(index):
     for answer_logprob, ceiling, expected in ((math.log(0.5), math.inf, Action.ACT),
                                               (math.log(0.5), 1.5, Action.ASK),
                                               (math.log(0.9), 1.5, Action.ACT)):
-        llm = TokenLLM([GOOD], p_yes=0.9)
-        llm.answer_logprob = answer_logprob
+        llm = FakeLLM([tokenized(GOOD, answer_logprob)], p_yes=0.9)
         assistant = make_assistant(index, llm)
         assistant.perplexity_ceiling = ceiling
         trace = assistant.run(GROUNDED_Q)
@@ -389,7 +365,7 @@ def test_answer_past_boundary_asks_the_model_but_the_gates_still_decide(index):
     trace = make_assistant(index, llm).run(ASK_Q, answer_past_boundary=True)
     assert trace.decision is Action.ASK and trace.answerability.probability == pytest.approx(0.9)
     assert trace.shown_sections == ("handbook/qualifying-exam", "handbook/thesis-committee")
-    assert len(llm.chats) == 1 and not make_assistant(index, FakeLLM()).run(OUT_Q, answer_past_boundary=True).grounding
+    assert len(llm.requests) == 1 and not make_assistant(index, FakeLLM()).run(OUT_Q, answer_past_boundary=True).grounding
 
 
 def support_data():

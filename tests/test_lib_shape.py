@@ -354,3 +354,20 @@ def test_all_check_catches_a_planted_gap(case):
 def test_readme_parser_reads_what_the_real_test_compares():
     readme = "# x\n| `a` | prose `c` |\n## Public names\n\n- `lib`: `get_llm`\n- `a`: `f`, `G`\n"
     assert readme_names(readme) == {"__init__": ["get_llm"], "a": ["f", "G"]}
+
+
+# --------------------------------------------------------------------------- pinned dependencies fail, never skip
+
+
+def test_no_test_skips_when_a_dependency_is_missing():
+    skipping = [f"{path.name}:{number}" for path in sorted((REPO / "tests").glob("*.py")) if path.name != Path(__file__).name
+                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "importorskip(" in line]
+    assert not skipping, (f"{skipping}: importorskip turns a broken install of a pinned dependency into a quiet skip; "
+                          "use conftest.require_installed, which fails and says how to reinstall")
+
+
+def test_a_missing_pinned_dependency_fails_and_says_how_to_reinstall():
+    from conftest import require_installed
+
+    with pytest.raises(pytest.fail.Exception, match=r"no_such_workbook_module is pinned .* `make setup`"):
+        require_installed("no_such_workbook_module")
