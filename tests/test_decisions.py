@@ -12,7 +12,6 @@ from lib.datasets import OUT_OF_SCOPE, banking77_pool, load_label_groups
 from lib.decisions import (FullListDecider, LogRegDecider, NearestNeighbourDecider, ShortlistDecider,
                            contextual_calibration, cyclic_orders, shortlist_probabilities, significant)
 from lib.indexes import IntentRetriever
-from conftest import ScriptedLLM
 from test_reliability_server import serve  # noqa: F401 (serve is a fixture: a real HTTP server on 127.0.0.1)
 
 ADVERSARIAL = [
@@ -163,21 +162,20 @@ def test_significant_keeps_tiny_probabilities():
 
 # --- a long message is never cut without saying so (issue 24, item 8) ----------------------------
 
-def _code_server(calls: int) -> ScriptedLLM:
-    """A stand-in server for the full list's generated path: answers "A-A" `calls` times."""
+def _code_reply():
+    """What a server answers on the full list's generated path: "A-A" with its top tokens."""
     from lib.llm import Completion, TokenLogprob
 
-    reply = Completion("A-A", "stop", 0, 2, 0.0, (TokenLogprob("A", -0.1, (("A", -0.1), ("B", -2.4))),
-                                                  TokenLogprob("-A", -0.2, (("-A", -0.2), ("-B", -1.7)))))
-    return ScriptedLLM([reply] * calls, backend_name="openai-compatible")
+    return Completion("A-A", "stop", 0, 2, 0.0, (TokenLogprob("A", -0.1, (("A", -0.1), ("B", -2.4))),
+                                                 TokenLogprob("-A", -0.2, (("-A", -0.2), ("-B", -1.7)))))
 
 
-def test_a_long_message_is_decided_on_its_start_and_the_decision_says_how_much_it_did_not_read(groups):
+def test_a_long_message_is_decided_on_its_start_and_the_decision_says_how_much_it_did_not_read(groups, fake_llm):
     from lib.decisions import MAX_MESSAGE_CHARS
 
     message = "Some background about my account. " * 2_950 + "What I need: my card has not arrived."
     assert len(message) > 100_000
-    server = _code_server(calls=2)
+    server = fake_llm([_code_reply()] * 2, backend_name="openai-compatible")
     decision = FullListDecider(server, groups).decide(message)
     assert [request["messages"][-1]["content"] for request in server.requests] == [message[:MAX_MESSAGE_CHARS]]
     assert decision.unread_chars == len(message) - MAX_MESSAGE_CHARS

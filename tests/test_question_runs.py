@@ -18,7 +18,6 @@ from lib.question_runs import (INJECTION, RUNS, CallTimer, code_routing_prompt, 
 from lib.runs import load_item_run, run_items
 from lib.selective import auroc
 from lib.semantic_entropy import auroc_difference, sample_answers
-from conftest import ScriptedLLM
 
 ITEMS = [f"item {n}" for n in range(6)]
 IDENTITY = dict(model="fake-model", backend="fake", command="python setup/run_question_runs.py --run demo")
@@ -90,8 +89,8 @@ def test_every_run_has_a_recording_to_replay_and_the_shared_questions_are_stable
     assert (questions["answer"].str.len() <= 20).all() and (questions["type"] == "answerable").all()
 
 
-def test_sample_answers_draws_seeded_samples_after_one_greedy_answer():
-    llm = ScriptedLLM([f"answer {i}" for i in range(1, 5)], seconds=0.25)
+def test_sample_answers_draws_seeded_samples_after_one_greedy_answer(fake_llm):
+    llm = fake_llm([f"answer {i}" for i in range(1, 5)], seconds=0.25)
     timer = CallTimer(llm)
     greedy, samples = sample_answers(timer, "When?", "Section text.", n_samples=3)
     assert [r["temperature"] for r in llm.requests] == [0.0, 0.7, 0.7, 0.7]
@@ -125,9 +124,9 @@ def test_saved_answerability_probabilities_fit_like_traces():
     assert table.loc["answerable", "act"] == 1 and table.loc["unanswerable", "hand_over"] == 1
 
 
-def test_a_names_shortlist_writes_its_prompt_anywhere_but_decides_only_embedded():
+def test_a_names_shortlist_writes_its_prompt_anywhere_but_decides_only_embedded(fake_llm):
     pool = banking77_pool().groupby("label", sort=True).head(2).reset_index(drop=True)
-    decider = ShortlistDecider(CallTimer(ScriptedLLM()), IntentRetriever(pool), load_label_groups("banking77"),
+    decider = ShortlistDecider(CallTimer(fake_llm()), IntentRetriever(pool), load_label_groups("banking77"),
                                answer="names", n_orders=1, calibrate=False, debias="none")
     prompt = decider.messages(["card_arrival", "lost_or_stolen_card"], "Where is my card?")[-1]["content"]
     assert "- card_arrival:" in prompt and prompt.endswith("Customer message: Where is my card?")

@@ -9,7 +9,6 @@ import pytest
 from lib.semantic_entropy import (LLMEntailment, bidirectional, cascade_confidence, cluster_by_embedding,
                                   cluster_by_meaning, discrete_semantic_entropy, max_entropy, rand_agreement)
 from lib.text import matches_gold, normalize_answer
-from conftest import ScriptedLLM
 
 
 def test_entropy_of_one_cluster_is_zero():
@@ -113,13 +112,13 @@ def test_normalize_answer():
         matches_gold("anything", "?!")
 
 
-def test_llm_entailment_compares_yes_and_no_and_counts_cost():
-    llm = ScriptedLLM(scores={"yes": -0.1, "no": -2.5}, seconds=0.25)
+def test_llm_entailment_compares_yes_and_no_and_counts_cost(fake_llm):
+    llm = fake_llm(scores={"yes": -0.1, "no": -2.5}, seconds=0.25)
     entails = LLMEntailment(llm, "How many credits?")
     assert entails("48", "forty-eight")
     assert entails.calls == 1 and entails.seconds == pytest.approx(0.25)
     assert "How many credits?" in llm.probes[0]["messages"][-1]["content"]
-    assert not LLMEntailment(ScriptedLLM(scores={"yes": -3.0, "no": -0.1}), "q")("a", "b")
+    assert not LLMEntailment(fake_llm(scores={"yes": -3.0, "no": -0.1}), "q")("a", "b")
 
 
 def test_cascade_confidence_escalates_only_below_the_threshold():
