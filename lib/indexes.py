@@ -25,7 +25,6 @@ cosine similarity.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path

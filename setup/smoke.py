@@ -483,7 +483,7 @@ def check_widgets(driver, stem: str, result: Result) -> None:
         view.screenshot(str(SCREENSHOTS / f"{stem}-widget{number}-before.png"))
         try:
             action = move(driver, control, kind)
-            wait_for(lambda: output_signature(driver) != before, WIDGET_TIMEOUT,
+            wait_for(lambda before=before: output_signature(driver) != before, WIDGET_TIMEOUT,
                      f"the output to change after moving widget {number} ({kind} {label!r})")
             wait_idle(driver, WIDGET_TIMEOUT, f"the kernel after moving widget {number}")
             wait_for(lambda: not broken_images(driver)[1], 10, "the new images to load")

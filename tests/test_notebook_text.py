@@ -38,7 +38,7 @@ PRIVATE_DOTTED = re.compile(r"\blib(?:\.\w+)*\._[A-Za-z]\w*")
 def repository_file_names() -> frozenset[str]:
     """Base names of every file in the checkout (build outputs, caches and the venv left out)."""
     names = set()
-    for folder, subfolders, files in os.walk(REPO):
+    for _folder, subfolders, files in os.walk(REPO):
         subfolders[:] = [name for name in subfolders if name not in SKIPPED_DIRS]
         names.update(files)
     return frozenset(names)
@@ -162,8 +162,10 @@ def test_the_section_link_check_catches_what_it_should():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_section_links_name_a_heading_that_exists(path):
     """A heading renamed in one notebook must not leave another notebook's link to it pointing nowhere."""
-    anchors_of = lambda name: heading_anchors([text for _, text in cells(path.parent / name, "markdown")]) \
-        if (path.parent / name).exists() else frozenset()
+    def anchors_of(name: str) -> frozenset[str]:
+        target = path.parent / name
+        return heading_anchors([text for _, text in cells(target, "markdown")]) if target.exists() else frozenset()
+
     problems = [f"cell {i}: {link}" for i, text in cells(path, "markdown") for link in broken_section_links(text, anchors_of)]
     assert not problems, f"{path.name} links to sections that no heading names: {problems}"
 
