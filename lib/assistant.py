@@ -25,7 +25,8 @@ A question goes through four steps, cheapest first, and the first one that fails
 Every generated answer also carries its token confidence (`Trace.answer_perplexity`: the
 perplexity of the tokens that wrote the answer field, from the completion the model
 returned; notebook 06 measures that it separates right from wrong short answers). It is a
-signal only unless `perplexity_ceiling` is set (fitted on dev with `fit_perplexity_ceiling`):
+signal only unless `perplexity_ceiling` is set (fitted on dev with
+`lib.assistant_fitting.fit_perplexity_ceiling`):
 then an answer that would be given but whose perplexity is above the ceiling -> ASK.
 
 So the decision rules are:
@@ -40,9 +41,9 @@ So the decision rules are:
 
 Every reply other than ACT starts with `lib.citations.FALLBACK_BANNER` and cites nothing.
 
-Every threshold is fitted on the dev questions, never on test: the two gates with
-`fit_gates` (the same fitting as notebook 02), the ask threshold with `fit_ask_gate`, and
-the answerability threshold with `fit_answerability_gate` on dev traces.
+Every threshold is fitted on the dev questions, never on test, by `lib.assistant_fitting`:
+the two gates with `fit_gates` (the same fitting as notebook 02), the ask threshold with
+`fit_ask_gate`, and the answerability threshold with `fit_answerability_gate` on dev traces.
 
 Each question produces a `Trace`: every step's verdict and numbers, the decision, and the
 reply the user would see. `Trace.render()` (also `str(trace)`) gives plain text and
@@ -68,7 +69,6 @@ from sklearn.exceptions import NotFittedError
 from lib import retrieval as R
 from lib.checks import check_positive_int, check_unit_interval, require_fitted
 from lib.citations import CitedAnswer, cite, fallback_reply
-from lib.datasets import gold_section_ids
 from lib.grounding import (DEFAULT_MAX_TOKENS, GroundingResult, answer_field_logprobs, grounded_answer,
                             grounding_messages)
 from lib.llm import LLM, Message
@@ -88,9 +88,6 @@ __all__ = [
     "answerability_messages",
     "answerability_probability",
     "quotes_verified",
-    "fit_gates",
-    "fit_ask_gate",
-    "fit_answerability_gate",
     "SupportModel",
     "Assistant",
     "answer_is_right",
@@ -99,7 +96,6 @@ __all__ = [
     "PENDING",
     "OUT_OF_SCOPE_REPLY",
     "HAND_OVER_REPLY",
-    "fit_perplexity_ceiling",
 ]
 
 
@@ -187,86 +183,7 @@ def quotes_verified(result: GroundingResult | None) -> bool:
     return result is not None and result.ok and len(result.verdicts) > 0 and all(v.ok for v in result.verdicts)
 
 
-# --------------------------------------------------------------------------- fitting on dev
-
-
-def fit_gates(
-    dev: pd.DataFrame,
-    scope: R.Scope,
-    *,
-    boundary_target: float = 0.95,
-    retrieval_target: float = 0.90,
-) -> tuple[R.Gate, R.RetrievalGate]:
-    """Fit the boundary and retrieval gates on dev questions, as notebook 02 does.
-
-    Boundary: `Gate(boundary_target)` on `boundary_scores`, positive = type is not
-    out_of_scope. Retrieval: `RetrievalGate(retrieval_target)` on the `retrieval_features`
-    of the dev questions that pass the boundary, positive = type is answerable.
-
-    Args:
-        dev: the dev questions (columns question, type). Never pass test questions.
-        scope: the index and the in-scope examples the gates look at.
-    """
-    b = R.boundary_scores(dev["question"], scope.example_questions, scope.embed)
-    boundary_gate = R.Gate(target_precision=boundary_target).fit(b, (dev["type"] != "out_of_scope").to_numpy())
-    inside = dev[boundary_gate.predict(b)]
-    features = R.retrieval_features(scope.index, inside)
-    retrieval_gate = R.RetrievalGate(target_precision=retrieval_target).fit(
-        features, (inside["type"] == "answerable").to_numpy())
-    return boundary_gate, retrieval_gate
-
-
-def fit_ask_gate(
-    dev: pd.DataFrame,
-    boundary_gate: R.Gate,
-    retrieval_gate: R.RetrievalGate,
-    scope: R.Scope,
-    *,
-    n_offer: int = 3,
-    target_precision: float = 0.8,
-) -> R.Gate:
-    """The threshold on the top retrieval score above which a failed retrieval gate means ASK.
-
-    Fitted on the dev questions that pass the boundary but fail the retrieval gate (the
-    only ones the rule applies to). Positive = asking would help: the question is
-    answerable and one of its gold sections is among the `n_offer` headings offered.
-    The threshold is the lowest top score whose ASK precision on dev reaches
-    `target_precision` (`lib.retrieval.Gate`); below it nothing is close -> HAND_OVER.
-    """
-    verdicts = R.route_many(dev["question"], boundary_gate, retrieval_gate, scope)
-    rows = [i for i, v in enumerate(verdicts) if v.failed_gate in ("retrieval_score", "retrieval_margin")]
-    if not rows:
-        raise ValueError("fit_ask_gate: no dev question fails the retrieval gate after passing the boundary")
-    subset = dev.iloc[rows]
-    helps = [row.type == "answerable"
-             and bool(set(gold_section_ids(row.section_ids)) & {s for s, _ in verdicts[i].ranked_sections[:n_offer]})
-             for i, row in zip(rows, subset.itertuples())]
-    top = [verdicts[i].top_score for i in rows]
-    return R.Gate(target_precision=target_precision).fit(top, helps)
-
-
-def fit_answerability_gate(traces: Sequence["Trace | float"], correct: Sequence[bool], *,
-                           target_precision: float = 0.9) -> R.Gate:
-    """The gate on P(yes) above which ACT is right at least `target_precision` of the time on dev.
-
-    Uses only the traces the threshold decides: those whose grounded answer had every
-    quote verified (and so got an answerability probability). `traces` may also hold the
-    P(yes) values themselves (as a saved run keeps them; NaN where no probe was asked).
-    `correct[i]` says whether trace i's answer is right (see `answer_is_right`; unjudged rows
-    should be left out beforehand). Returns the fitted `lib.retrieval.Gate`: its `threshold_`
-    is the assistant's `answerability_threshold`, and `reached_` is False when no threshold
-    reaches the target (the threshold is then `inf`: the assistant never answers).
-    """
-    if len(traces) != len(correct):
-        raise ValueError(f"traces ({len(traces)}) and correct ({len(correct)}) differ in length")
-    probabilities = [t if isinstance(t, (int, float, np.floating)) else
-                     (t.answerability.probability if t.answerability is not None else math.nan) for t in traces]
-    rows = [(float(p), bool(c)) for p, c in zip(probabilities, correct) if p is not None and np.isfinite(p)]
-    if not rows:
-        raise ValueError("fit_answerability_gate: no trace has an answerability probability "
-                         "(none passed the gates with verified quotes)")
-    scores, right = zip(*rows)
-    return R.Gate(target_precision=target_precision).fit(np.array(scores), np.array(right))
+# --------------------------------------------------------------------------- the last step's model
 
 
 class SupportModel:
@@ -340,25 +257,6 @@ class SupportModel:
         require_fitted(self, "threshold_", "accepts")
         with np.errstate(invalid="ignore"):
             return self.probability(p_yes, top_score, margin) >= self.threshold_
-
-
-def fit_perplexity_ceiling(perplexities: Sequence[float], correct: Sequence[bool], *,
-                           target_precision: float = 0.9) -> float:
-    """The highest answer perplexity at which the answers kept are right at least `target_precision` of the time.
-
-    perplexities: shape (n,), one per judged dev answer (NaN where an answer has no tokens,
-    which never counts as kept); correct: shape (n,). Fitted as the lowest threshold on the
-    token confidence 1 / perplexity with `lib.selective.fit_threshold`, returned as the
-    perplexity ceiling 1 / threshold. If no threshold reaches the target it warns
-    (`UnreachableTargetWarning`) and the ceiling is below every perplexity.
-    """
-    values = np.asarray(perplexities, dtype=float)
-    if values.shape != np.shape(correct) or values.ndim != 1:
-        raise ValueError(f"perplexities {values.shape} and correct {np.shape(correct)} must be 1-D and match")
-    if (values[np.isfinite(values)] < 1.0).any():
-        raise ValueError("a perplexity is at least 1")
-    threshold = fit_threshold(1.0 / values, np.asarray(correct, dtype=bool), target_precision)
-    return 1.0 / threshold
 
 
 # --------------------------------------------------------------------------- the trace
@@ -493,14 +391,16 @@ class Assistant:
             are what the gates were fitted on) and the in-scope examples for the boundary (texts,
             embedded once here, or their embeddings).
         sections: section id -> section text, the texts the model is shown.
-        boundary_gate, retrieval_gate: fitted on dev (`fit_gates`).
-        ask_gate: fitted on dev (`fit_ask_gate`): top score at or above its threshold -> ASK.
-        answerability_threshold: fitted on dev traces (`fit_answerability_gate(...).threshold_`); NaN
-            until then, and questions that reach the last step get decision `PENDING`.
+        boundary_gate, retrieval_gate: fitted on dev (`lib.assistant_fitting.fit_gates`).
+        ask_gate: fitted on dev (`lib.assistant_fitting.fit_ask_gate`): top score at or above its
+            threshold -> ASK.
+        answerability_threshold: fitted on dev traces (the `threshold_` of
+            `lib.assistant_fitting.fit_answerability_gate`); NaN until then, and questions that
+            reach the last step get decision `PENDING`.
         n_sources: sections shown to the model; n_offer: headings offered by ASK;
         max_tokens: budget of the grounded answer (retried once with twice as many if cut off).
-        perplexity_ceiling: fitted on dev (`fit_perplexity_ceiling`): an answer whose perplexity
-            is above it -> ASK instead of ACT. Infinite (never used) unless set; an answer
+        perplexity_ceiling: fitted on dev (`lib.assistant_fitting.fit_perplexity_ceiling`): an
+            answer whose perplexity is above it -> ASK instead of ACT. Infinite (never used) unless set; an answer
             without tokens is never turned into ASK.
         support: a fitted `SupportModel`; when set, the last step accepts an answer when the
             model's P(right) clears its threshold, in place of the answerability threshold.
@@ -526,7 +426,7 @@ class Assistant:
         for name, value in (("n_sources", self.n_sources), ("n_offer", self.n_offer), ("max_tokens", self.max_tokens)):
             check_positive_int(value, name)
         if not hasattr(self.ask_gate, "threshold_"):
-            raise NotFittedError("Assistant: fit ask_gate on dev first (fit_ask_gate)")
+            raise NotFittedError("Assistant: fit ask_gate on dev first (lib.assistant_fitting.fit_ask_gate)")
 
     # -- evidence
 
@@ -678,7 +578,7 @@ def decision_table(traces: Sequence[Trace | str], question_types: Sequence[str])
         raise ValueError(f"traces ({len(traces)}) and question_types ({len(question_types)}) differ in length")
     frame = pd.DataFrame({"type": list(question_types),
                           "decision": [t if isinstance(t, str) else t.decision_name for t in traces]})
-    columns = list(DECISIONS) + ([PENDING.value] if (frame["decision"] == PENDING).any() else [])
+    columns = list(DECISIONS) + ([PENDING.value] if (frame["decision"] == PENDING.value).any() else [])
     table = pd.crosstab(frame["type"], frame["decision"]).reindex(
         index=["answerable", "unanswerable", "out_of_scope"], columns=columns, fill_value=0)
     return table.rename_axis(index="question type", columns="decision")

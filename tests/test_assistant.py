@@ -25,12 +25,9 @@ from lib.assistant import (
     answerability_messages,
     answerability_probability,
     decision_table,
-    fit_answerability_gate,
-    fit_ask_gate,
-    fit_gates,
-    fit_perplexity_ceiling,
     quotes_verified,
 )
+from lib.assistant_fitting import fit_answerability_gate, fit_ask_gate, fit_gates, fit_perplexity_ceiling
 from lib.citations import FALLBACK_BANNER
 from lib.datasets import Section
 from lib.grounding import GROUNDING_SYSTEM_PROMPT, answer_field_logprobs
@@ -256,6 +253,13 @@ def test_decision_table_has_fixed_rows_and_columns(index):
     assert int(table.to_numpy().sum()) == 4
     with pytest.raises(ValueError):
         decision_table(traces, ["answerable"])
+
+
+def test_decision_table_reads_saved_decision_names_too():
+    table = decision_table(["act", "ask", "hand_over", "PENDING"], ["answerable", "answerable", "unanswerable",
+                                                                     "answerable"])
+    assert table.loc["answerable", "act"] == 1 and table.loc["unanswerable", "hand_over"] == 1
+    assert list(table.columns)[-1] == "PENDING" and table.loc["answerable", "PENDING"] == 1
 
 
 def test_bad_arguments_are_refused(index):
