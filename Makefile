@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NB ?=
 
-.PHONY: setup run run-server load-test test test-slow test-all record update refresh results lab smoke bench bench-course drift clean
+.PHONY: setup run run-server load-test lint test test-slow test-all record update refresh results lab smoke bench bench-course drift clean
 
 setup:
 	@bash setup/install.sh
@@ -20,13 +20,16 @@ load-test: setup      ## LEARNERS (default 30) learners Run All one notebook (NO
 # and each notebook's cells stay on one worker.
 TEST := WORKBOOK_MODE=replay $(PY) -m pytest -n 2 --dist loadscope tests --nbval notebooks -p no:cacheprovider
 
-test: setup           ## unit tests of lib + nbval on every notebook in replay mode, without the tests marked slow
+lint: setup           ## ruff on lib, setup and tests (the rules are chosen in pyproject.toml)
+	$(PY) -m ruff check lib setup tests
+
+test: lint            ## ruff, then unit tests of lib + nbval on every notebook in replay mode, without the tests marked slow
 	$(TEST) -m "not slow"
 
 test-slow: setup      ## only the tests marked slow (the 77-intent prompt and the deciders on the embedded model)
 	WORKBOOK_MODE=replay $(PY) -m pytest tests -m slow -p no:cacheprovider
 
-test-all: setup       ## every test, the slow ones included (what .ci/run runs)
+test-all: lint        ## ruff, then every test, the slow ones included (what .ci/run runs)
 	$(TEST)
 
 record: setup         ## re-record notebooks (all, or NB=05-grammars) and rewrite their outputs

@@ -6,8 +6,8 @@ embedded backend), `openai_compatible` (the server backend), `recording` (record
 `checklist`, `source`. Part I: `datasets`, `text`, `indexes`, `retrieval`, `quotes`, `structured`,
 `grounding`, `citations`, `extraction` (committee facts read by the model), `rules` (the committee rules in Python and Z3). Part II: `grammar`, `code_steps`,
 `logprobs`, `decisions`, `runs`, `question_runs`, `semantic_entropy`. Part III: `checks` (the
-shared input checks), `calibration`, `selective` (with the one threshold fitter),
-`out_of_scope`, `routing`, `plots`, `assistant`. And `exercises` for every notebook.
+shared input checks), `intervals` (binomial and bootstrap intervals), `calibration`, `selective` (with the one threshold fitter),
+`out_of_scope`, `routing`, `plots`, `assistant`, `assistant_fitting`. And `exercises` for every notebook.
 Notebooks start with `from lib import get_llm`.
 """
 from lib.recording import get_llm

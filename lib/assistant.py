@@ -25,7 +25,8 @@ A question goes through four steps, cheapest first, and the first one that fails
 Every generated answer also carries its token confidence (`Trace.answer_perplexity`: the
 perplexity of the tokens that wrote the answer field, from the completion the model
 returned; notebook 06 measures that it separates right from wrong short answers). It is a
-signal only unless `perplexity_ceiling` is set (fitted on dev with `fit_perplexity_ceiling`):
+signal only unless `perplexity_ceiling` is set (fitted on dev with
+`lib.assistant_fitting.fit_perplexity_ceiling`):
 then an answer that would be given but whose perplexity is above the ceiling -> ASK.
 
 So the decision rules are:
@@ -40,9 +41,9 @@ So the decision rules are:
 
 Every reply other than ACT starts with `lib.citations.FALLBACK_BANNER` and cites nothing.
 
-Every threshold is fitted on the dev questions, never on test: the two gates with
-`fit_gates` (the same fitting as notebook 02), the ask threshold with `fit_ask_gate`, and
-the answerability threshold with `fit_answerability_threshold` on dev traces.
+Every threshold is fitted on the dev questions, never on test, by `lib.assistant_fitting`:
+the two gates with `fit_gates` (the same fitting as notebook 02), the ask threshold with
+`fit_ask_gate`, and the answerability threshold with `fit_answerability_gate` on dev traces.
 
 Each question produces a `Trace`: every step's verdict and numbers, the decision, and the
 reply the user would see. `Trace.render()` (also `str(trace)`) gives plain text and
@@ -55,11 +56,10 @@ answerability probe (a single forward pass, no generation).
 from __future__ import annotations
 
 import html
-import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -67,15 +67,15 @@ import pandas as pd
 from sklearn.exceptions import NotFittedError
 
 from lib import retrieval as R
-from lib.checks import require_fitted
+from lib.checks import check_positive_int, check_unit_interval, require_fitted
 from lib.citations import CitedAnswer, cite, fallback_reply
-from lib.datasets import gold_section_ids
-from lib.grounding import DEFAULT_MAX_TOKENS, GroundingResult, grounded_answer, grounding_messages
-from lib.llm import LLM, Completion, Message
+from lib.grounding import (DEFAULT_MAX_TOKENS, GroundingResult, answer_field_logprobs, grounded_answer,
+                            grounding_messages)
+from lib.llm import LLM, Message
 from lib.logprobs import perplexity, renormalize
 from lib.quotes import render_verdicts
 from lib.routing import Action
-from lib.selective import fit_threshold
+from lib.selective import fit_threshold, target_reached
 from lib.text import matches_gold
 
 __all__ = [
@@ -88,13 +88,14 @@ __all__ = [
     "answerability_messages",
     "answerability_probability",
     "quotes_verified",
-    "fit_gates",
-    "fit_ask_gate",
-    "fit_answerability_threshold",
     "SupportModel",
     "Assistant",
     "answer_is_right",
     "decision_table",
+    "Pending",
+    "PENDING",
+    "OUT_OF_SCOPE_REPLY",
+    "HAND_OVER_REPLY",
 ]
 
 
@@ -102,8 +103,18 @@ DECISIONS: tuple[str, ...] = tuple(a.value for a in Action)
 """The assistant's decisions, in table order: `lib.routing.Action`'s values. ACT is a grounded
 answer with verified quotes, ASK a clarifying question offering the best sections, OUT_OF_SCOPE
 a question not about what the corpus covers, HAND_OVER a question passed to a person."""
-PENDING = "PENDING"
-"""The decision name a trace shows before the answerability threshold is fitted."""
+class Pending(str, Enum):
+    """The decision of a trace that reached the last step before the answerability threshold was fitted.
+
+    A value of its own rather than None: it is no `Action` (nothing would be done with the
+    question yet), and a table of decisions shows it as a column of its own.
+    """
+
+    PENDING = "PENDING"
+
+
+PENDING = Pending.PENDING
+"""The one `Pending` value."""
 
 ANSWERABILITY_SYSTEM_PROMPT = (
     "You check whether the given sections of the Quillmere Institute of Technology's documents "
@@ -172,86 +183,7 @@ def quotes_verified(result: GroundingResult | None) -> bool:
     return result is not None and result.ok and len(result.verdicts) > 0 and all(v.ok for v in result.verdicts)
 
 
-# --------------------------------------------------------------------------- fitting on dev
-
-
-def fit_gates(
-    dev: pd.DataFrame,
-    scope: R.Scope,
-    *,
-    boundary_target: float = 0.95,
-    retrieval_target: float = 0.90,
-) -> tuple[R.Gate, R.RetrievalGate]:
-    """Fit the boundary and retrieval gates on dev questions, as notebook 02 does.
-
-    Boundary: `Gate(boundary_target)` on `boundary_scores`, positive = type is not
-    out_of_scope. Retrieval: `RetrievalGate(retrieval_target)` on the `retrieval_features`
-    of the dev questions that pass the boundary, positive = type is answerable.
-
-    Args:
-        dev: the dev questions (columns question, type). Never pass test questions.
-        scope: the index and the in-scope examples the gates look at.
-    """
-    b = R.boundary_scores(dev["question"], scope.example_questions, scope.embed)
-    boundary_gate = R.Gate(target_precision=boundary_target).fit(b, (dev["type"] != "out_of_scope").to_numpy())
-    inside = dev[boundary_gate.predict(b)]
-    features = R.retrieval_features(scope.index, inside)
-    retrieval_gate = R.RetrievalGate(target_precision=retrieval_target).fit(
-        features, (inside["type"] == "answerable").to_numpy())
-    return boundary_gate, retrieval_gate
-
-
-def fit_ask_gate(
-    dev: pd.DataFrame,
-    boundary_gate: R.Gate,
-    retrieval_gate: R.RetrievalGate,
-    scope: R.Scope,
-    *,
-    n_offer: int = 3,
-    target_precision: float = 0.8,
-) -> R.Gate:
-    """The threshold on the top retrieval score above which a failed retrieval gate means ASK.
-
-    Fitted on the dev questions that pass the boundary but fail the retrieval gate (the
-    only ones the rule applies to). Positive = asking would help: the question is
-    answerable and one of its gold sections is among the `n_offer` headings offered.
-    The threshold is the lowest top score whose ASK precision on dev reaches
-    `target_precision` (`lib.retrieval.Gate`); below it nothing is close -> HAND_OVER.
-    """
-    verdicts = R.route_many(dev["question"], boundary_gate, retrieval_gate, scope)
-    rows = [i for i, v in enumerate(verdicts) if v.failed_gate in ("retrieval_score", "retrieval_margin")]
-    if not rows:
-        raise ValueError("fit_ask_gate: no dev question fails the retrieval gate after passing the boundary")
-    subset = dev.iloc[rows]
-    helps = [row.type == "answerable"
-             and bool(set(gold_section_ids(row.section_ids)) & {s for s, _ in verdicts[i].ranked_sections[:n_offer]})
-             for i, row in zip(rows, subset.itertuples())]
-    top = [verdicts[i].top_score for i in rows]
-    return R.Gate(target_precision=target_precision).fit(top, helps)
-
-
-def fit_answerability_threshold(traces: Sequence["Trace | float"], correct: Sequence[bool], *,
-                                target_precision: float = 0.9) -> float:
-    """The lowest P(yes) threshold at which ACT is right at least `target_precision` of the time on dev.
-
-    Uses only the traces the threshold decides: those whose grounded answer had every
-    quote verified (and so got an answerability probability). `traces` may also hold the
-    P(yes) values themselves (as a saved run keeps them; NaN where no probe was asked).
-    `correct[i]` says whether trace i's answer is right (see `answer_is_right`; unjudged rows
-    should be left out beforehand). Fitted with `lib.selective.fit_threshold`; if no threshold
-    reaches the target it warns (`UnreachableTargetWarning`) and returns a value above
-    every probability, so the assistant then never answers.
-    """
-    if len(traces) != len(correct):
-        raise ValueError(f"traces ({len(traces)}) and correct ({len(correct)}) differ in length")
-    probabilities = [t if isinstance(t, (int, float, np.floating)) else
-                     (t.answerability.probability if t.answerability is not None else math.nan) for t in traces]
-    rows = [(float(p), bool(c)) for p, c in zip(probabilities, correct) if p is not None and np.isfinite(p)]
-    if not rows:
-        raise ValueError("fit_answerability_threshold: no trace has an answerability probability "
-                         "(none passed the gates with verified quotes)")
-    scores, positive = zip(*rows)
-    return fit_threshold(np.array(scores), np.array(positive), target_precision)
+# --------------------------------------------------------------------------- the last step's model
 
 
 class SupportModel:
@@ -262,30 +194,33 @@ class SupportModel:
     both are numbers: P(yes) from the answerability probe, and the top retrieval score and its
     margin to the runner-up. A logistic regression (standardised features, scikit-learn's
     default L2 penalty) maps the three to P(right), fitted on judged dev answers; the threshold
-    on P(right) is fitted on the same answers with `lib.selective.fit_threshold` at `target_precision`.
+    on P(right) is fitted on the same answers with `lib.selective.fit_threshold` at `target_precision`
+    (or fixed by `threshold`: the threshold API of `lib.selective`).
 
     With a `SupportModel` the assistant's last step asks `accepts` instead of comparing P(yes)
     with the answerability threshold; the gates before it are unchanged (replacing the fixed
     retrieval gate too would send many more questions to the model, each a generation).
 
     Fitted attributes: `coef_` shape (3,) (per standard deviation of P(yes), top score,
-    margin), `intercept_`, `threshold_` and `reached_` (False when no threshold reached the
-    target on dev: the model then accepts nothing). Used before `fit`, it raises sklearn's
-    `NotFittedError`.
+    margin), `intercept_`, `threshold_`, `reached_` (whether the answers it accepts on dev reach
+    the target; when no threshold does, `threshold_` is `inf`: the model accepts nothing) and
+    `fitted_on_`. Used before `fit`, it raises sklearn's `NotFittedError`.
     """
 
-    def __init__(self, target_precision: float = 0.9) -> None:
+    def __init__(self, target_precision: float = 0.9, threshold: float | None = None) -> None:
         self.target_precision = target_precision
+        self.threshold = threshold
 
     def fit(self, p_yes: Sequence[float], top_score: Sequence[float], margin: Sequence[float],
-            right: Sequence[bool]) -> "SupportModel":
-        """Fit on dev answers: each shape (n,), `right` True where the answer was judged right."""
+            correct: Sequence[bool]) -> "SupportModel":
+        """Fit on dev answers: each shape (n,), `correct` True where the answer was judged right."""
         from sklearn.linear_model import LogisticRegression
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
+        check_unit_interval(self.target_precision, "target_precision")
         features = self._features(p_yes, top_score, margin)
-        labels = np.asarray(right, dtype=bool)
+        labels = np.asarray(correct, dtype=bool)
         if labels.shape != (len(features),) or not np.isfinite(features).all():
             raise ValueError("SupportModel.fit: need finite features and one label per answer")
         if len(set(labels.tolist())) < 2:
@@ -294,8 +229,13 @@ class SupportModel:
         regression = self.pipeline_[-1]
         self.coef_ = regression.coef_[0].copy()
         self.intercept_ = float(regression.intercept_[0])
-        self.threshold_ = fit_threshold(self.probability(p_yes, top_score, margin), labels, self.target_precision)
-        self.reached_ = math.isfinite(self.threshold_)
+        probability = self.probability(p_yes, top_score, margin)
+        if self.threshold is None:
+            self.threshold_ = fit_threshold(probability, labels, self.target_precision, warn=False)
+        else:
+            self.threshold_ = float(self.threshold)
+        self.reached_ = target_reached(probability >= self.threshold_, labels, self.target_precision)
+        self.fitted_on_ = len(labels)
         return self
 
     @staticmethod
@@ -317,57 +257,6 @@ class SupportModel:
         require_fitted(self, "threshold_", "accepts")
         with np.errstate(invalid="ignore"):
             return self.probability(p_yes, top_score, margin) >= self.threshold_
-
-
-_ANSWER_KEY = re.compile(r'"answer"\s*:\s*"')
-
-
-def answer_field_logprobs(completion: Completion) -> list[float]:
-    """The log-probabilities of the tokens that wrote the value of the "answer" field in a JSON reply.
-
-    A grounded reply is JSON (`{"answer": "...", "quotes": [...]}`); the quotes are copied
-    from the sections and so are nearly certain, and the keys and punctuation are forced by
-    the schema, so only the answer's own tokens say how sure the model was of what it
-    answered. A token counts when it overlaps the answer's characters. Returns [] when
-    the completion carries no tokens (a backend or a saved reply without log-probabilities),
-    when the tokens do not spell the text, or when the reply has no answer string.
-    """
-    if not completion.tokens or "".join(t.token for t in completion.tokens) != completion.text:
-        return []
-    key = _ANSWER_KEY.search(completion.text)
-    if key is None:
-        return []
-    start = key.end()
-    try:
-        _, end = json.decoder.scanstring(completion.text, start)  # end is just past the closing quote
-    except ValueError:
-        return []
-    logprobs, position = [], 0
-    for token in completion.tokens:
-        token_end = position + len(token.token)
-        if position < end - 1 and token_end > start:
-            logprobs.append(token.logprob)
-        position = token_end
-    return logprobs
-
-
-def fit_perplexity_ceiling(perplexities: Sequence[float], correct: Sequence[bool], *,
-                           target_precision: float = 0.9) -> float:
-    """The highest answer perplexity at which the answers kept are right at least `target_precision` of the time.
-
-    perplexities: shape (n,), one per judged dev answer (NaN where an answer has no tokens,
-    which never counts as kept); correct: shape (n,). Fitted as the lowest threshold on the
-    token confidence 1 / perplexity with `lib.selective.fit_threshold`, returned as the
-    perplexity ceiling 1 / threshold. If no threshold reaches the target it warns
-    (`UnreachableTargetWarning`) and the ceiling is below every perplexity.
-    """
-    values = np.asarray(perplexities, dtype=float)
-    if values.shape != np.shape(correct) or values.ndim != 1:
-        raise ValueError(f"perplexities {values.shape} and correct {np.shape(correct)} must be 1-D and match")
-    if (values[np.isfinite(values)] < 1.0).any():
-        raise ValueError("a perplexity is at least 1")
-    threshold = fit_threshold(1.0 / values, np.asarray(correct, dtype=bool), target_precision)
-    return 1.0 / threshold
 
 
 # --------------------------------------------------------------------------- the trace
@@ -404,7 +293,7 @@ def _fmt(value: Any) -> str:
 class Trace:
     """Everything the assistant did with one question, and why.
 
-    `decision` is None only while the answerability threshold is not fitted yet and the
+    `decision` is `PENDING` only while the answerability threshold is not fitted yet and the
     question got that far (see `Assistant.decide`). `reply` is what the user would see.
     `routing` holds the gate numbers (`lib.retrieval.RoutingVerdict`), `offered` the
     (section id, heading) pairs an ASK offers, `grounding` the grounded answer with its
@@ -413,7 +302,7 @@ class Trace:
     """
 
     question: str
-    decision: Action | None
+    decision: Action | Pending
     reply: str
     steps: tuple[Step, ...]
     routing: R.RoutingVerdict
@@ -449,8 +338,8 @@ class Trace:
 
     @property
     def decision_name(self) -> str:
-        """The decision's name, or "PENDING" while the answerability threshold is not fitted."""
-        return self.decision.value if self.decision else PENDING
+        """The decision's name: an `Action`'s value, or "PENDING" while the answerability threshold is not fitted."""
+        return self.decision.value
 
     def step(self, name: str) -> Step:
         """The step called `name` ("boundary", "retrieval", "grounded answer", "citations" or "answerability")."""
@@ -502,14 +391,16 @@ class Assistant:
             are what the gates were fitted on) and the in-scope examples for the boundary (texts,
             embedded once here, or their embeddings).
         sections: section id -> section text, the texts the model is shown.
-        boundary_gate, retrieval_gate: fitted on dev (`fit_gates`).
-        ask_gate: fitted on dev (`fit_ask_gate`): top score at or above its threshold -> ASK.
-        answerability_threshold: fitted on dev traces (`fit_answerability_threshold`); NaN
-            until then, and questions that reach the last step get decision None.
+        boundary_gate, retrieval_gate: fitted on dev (`lib.assistant_fitting.fit_gates`).
+        ask_gate: fitted on dev (`lib.assistant_fitting.fit_ask_gate`): top score at or above its
+            threshold -> ASK.
+        answerability_threshold: fitted on dev traces (the `threshold_` of
+            `lib.assistant_fitting.fit_answerability_gate`); NaN until then, and questions that
+            reach the last step get decision `PENDING`.
         n_sources: sections shown to the model; n_offer: headings offered by ASK;
         max_tokens: budget of the grounded answer (retried once with twice as many if cut off).
-        perplexity_ceiling: fitted on dev (`fit_perplexity_ceiling`): an answer whose perplexity
-            is above it -> ASK instead of ACT. Infinite (never used) unless set; an answer
+        perplexity_ceiling: fitted on dev (`lib.assistant_fitting.fit_perplexity_ceiling`): an
+            answer whose perplexity is above it -> ASK instead of ACT. Infinite (never used) unless set; an answer
             without tokens is never turned into ASK.
         support: a fitted `SupportModel`; when set, the last step accepts an answer when the
             model's P(right) clears its threshold, in place of the answerability threshold.
@@ -533,10 +424,9 @@ class Assistant:
         if isinstance(examples, (list, tuple)):
             self.scope = replace(self.scope, example_questions=np.asarray(self.scope.embed(list(examples))))
         for name, value in (("n_sources", self.n_sources), ("n_offer", self.n_offer), ("max_tokens", self.max_tokens)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            check_positive_int(value, name)
         if not hasattr(self.ask_gate, "threshold_"):
-            raise NotFittedError("Assistant: fit ask_gate on dev first (fit_ask_gate)")
+            raise NotFittedError("Assistant: fit ask_gate on dev first (lib.assistant_fitting.fit_ask_gate)")
 
     # -- evidence
 
@@ -590,7 +480,7 @@ class Assistant:
                 probe = answerability_probability(self.llm, verdict.question, shown)
         else:
             grounded = Step("grounded answer", None, {}, "not asked: a gate failed")
-        trace = Trace(verdict.question, None, "", (boundary, retrieval, grounded), verdict,
+        trace = Trace(verdict.question, PENDING, "", (boundary, retrieval, grounded), verdict,
                       offered=offered, grounding=grounding, answerability=probe,
                       shown_sections=tuple(shown) if grounding is not None else ())
         cited = trace.citations
@@ -645,7 +535,7 @@ class Assistant:
         elif not trace.citations.valid:
             decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "a citation does not hold"
         elif math.isnan(threshold):
-            decision, reply, why = None, "(pending: fit the answerability threshold)", "threshold not fitted"
+            decision, reply, why = PENDING, "(pending: fit the answerability threshold)", "threshold not fitted"
         elif accepted and trace.answer_perplexity is not None and trace.answer_perplexity > self.perplexity_ceiling:
             headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
             decision, why = Action.ASK, "answerable, but the answer's perplexity is above the ceiling"
@@ -688,7 +578,7 @@ def decision_table(traces: Sequence[Trace | str], question_types: Sequence[str])
         raise ValueError(f"traces ({len(traces)}) and question_types ({len(question_types)}) differ in length")
     frame = pd.DataFrame({"type": list(question_types),
                           "decision": [t if isinstance(t, str) else t.decision_name for t in traces]})
-    columns = list(DECISIONS) + ([PENDING] if (frame["decision"] == PENDING).any() else [])
+    columns = list(DECISIONS) + ([PENDING.value] if (frame["decision"] == PENDING.value).any() else [])
     table = pd.crosstab(frame["type"], frame["decision"]).reindex(
         index=["answerable", "unanswerable", "out_of_scope"], columns=columns, fill_value=0)
     return table.rename_axis(index="question type", columns="decision")

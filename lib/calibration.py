@@ -1,8 +1,8 @@
 """Calibration: does a confidence of 0.8 mean "right 8 times out of 10"?
 
-This module measures calibration (reliability bins, ECE, Brier score, NLL, bootstrap
-intervals) and repairs it with calibrators that are fitted on calibration data and applied
-to new data, in the scikit-learn style: `fit` returns the fitted object, `predict`
+This module measures calibration (reliability bins, ECE, Brier score, NLL; their intervals
+come from `lib.intervals.bootstrap_interval`) and repairs it with calibrators that are fitted
+on calibration data and applied to new data, in the scikit-learn style: `fit` returns the fitted object, `predict`
 refuses to run before `fit` (`lib.checks.require_fitted`).
 
 Conventions used throughout the workbook (checked by `lib.checks`, so that every public
@@ -17,8 +17,8 @@ function rejects bad input with the same messages):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -28,19 +28,19 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
 from lib.checks import check_confidence, check_confidence_correct, check_positive_int, require_fitted
-from lib.runs import OptionScores, option_scores
 
 __all__ = [
     "reliability_bins",
     "ece",
     "brier",
     "nll",
-    "bootstrap_interval",
     "TemperatureScaling",
-    "ResultsTemperatureScaling",
+    "softmax_at_temperature",
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
     "PlattCalibrator",
+    "BinStrategy",
+    "OptionLogprobs",
 ]
 
 BinStrategy = Literal["uniform", "quantile"]
@@ -177,53 +177,6 @@ def nll(
     return float(-np.mean(np.where(corr, np.log(clipped), np.log1p(-clipped))))
 
 
-def bootstrap_interval(
-    metric: Callable[..., float],
-    *arrays: Sequence | np.ndarray,
-    n: int = 2000,
-    seed: int = 0,
-    level: float = 0.95,
-) -> tuple[float, float, float]:
-    """Point estimate and percentile bootstrap interval of `metric(*arrays)`.
-
-    Rows are resampled jointly (the same row indices for every array), with replacement,
-    `n` times, using `numpy.random.default_rng(seed)` so results are reproducible.
-
-    Args:
-        metric: function of the arrays returning a number, e.g. `ece`. It must be
-            defined on every resample (AUROC, for instance, fails on a resample holding a
-            single class).
-        *arrays: one or more arrays with the same first dimension (number of rows).
-        n: number of bootstrap resamples (>= 1).
-        seed: seed of the random generator.
-        level: interval coverage in (0, 1), e.g. 0.95 for the 2.5 % and 97.5 % percentiles.
-
-    Returns:
-        `(estimate, low, high)`: the metric on the original rows and the interval ends.
-    """
-    if not arrays:
-        raise ValueError("arrays: pass at least one array to resample")
-    data = [np.asarray(a) for a in arrays]
-    lengths = {len(a) if a.ndim else -1 for a in data}
-    if len(lengths) != 1 or -1 in lengths:
-        raise ValueError(f"arrays must all have the same number of rows, got lengths {sorted(lengths)}")
-    n_rows = lengths.pop()
-    if n_rows == 0:
-        raise ValueError("arrays are empty: need at least one row to resample")
-    check_positive_int(n, "n (number of resamples)")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
-    estimate = float(metric(*data))
-    rng = np.random.default_rng(seed)
-    replicates = np.empty(n)
-    for b in range(n):
-        rows = rng.integers(0, n_rows, size=n_rows)
-        replicates[b] = metric(*(a[rows] for a in data))
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(replicates, [tail, 1.0 - tail])
-    return estimate, float(low), float(high)
-
-
 # ---------------------------------------------------------------------------
 # Temperature scaling of option log-probabilities
 # ---------------------------------------------------------------------------
@@ -297,6 +250,19 @@ def _unpad_like(probabilities: np.ndarray, option_logprobs: OptionLogprobs) -> n
     return [probabilities[i, : len(row)] for i, row in enumerate(option_logprobs)]
 
 
+def softmax_at_temperature(option_logprobs: OptionLogprobs, temperature: float) -> np.ndarray:
+    """Option probabilities `softmax(logprobs / temperature)` of every row, shape (n, max_k).
+
+    Rows with fewer options than the widest are padded with probability 0, so
+    `probabilities[np.arange(n), chosen]` reads the probability of each row's chosen option.
+    What `TemperatureScaling` applies with its fitted temperature, open to any temperature > 0
+    (a slider, a sweep, or 1.0 for the unscaled probabilities).
+    """
+    if not (np.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    return np.exp(_log_softmax(_pad_logprobs(option_logprobs), float(temperature)))
+
+
 class TemperatureScaling:
     """Rescale option log-probabilities by one temperature `T` fitted on calibration data.
 
@@ -340,111 +306,12 @@ class TemperatureScaling:
         arrays matching the input rows' lengths.
         """
         require_fitted(self, "temperature_", "predict_proba")
-        padded = _pad_logprobs(option_logprobs)
-        return _unpad_like(np.exp(_log_softmax(padded, self.temperature_)), option_logprobs)
+        return _unpad_like(softmax_at_temperature(option_logprobs, self.temperature_), option_logprobs)
 
     def predict_confidence(self, option_logprobs: OptionLogprobs) -> np.ndarray:
         """Probability of the top option of each row, shape (n,), values in (0, 1]."""
         require_fitted(self, "temperature_", "predict_confidence")
-        padded = _pad_logprobs(option_logprobs)
-        return np.exp(_log_softmax(padded, self.temperature_).max(axis=1))
-
-
-# ---------------------------------------------------------------------------
-# Temperature scaling of saved decision results (lib.runs.load_results frames)
-# ---------------------------------------------------------------------------
-
-class ResultsTemperatureScaling:
-    """Temperature scaling of a saved results frame: one temperature per step of the method.
-
-    `fit(calibration_results)` fits a `TemperatureScaling` per step of `option_scores` on
-    the rows whose right option was offered; `predict_confidence(results)` returns, per
-    message, the product over steps of the rescaled probability of the option the decider
-    *chose* (so the decision never changes, only its confidence).
-    At temperature 1 this equals the saved confidence for `full`, `shortlist` and
-    `embed-logreg` (up to the 6 significant digits saved).
-
-    Attributes (after fit): `temperatures_` (step name -> T), `fitted_rows_` (step name
-    -> rows used), `fitted_on_` (messages in the calibration frame).
-    """
-
-    def __init__(self, method: str, label_groups: Any = None, bounds: tuple[float, float] = (0.01, 100.0)) -> None:
-        self.method = method
-        self.label_groups = label_groups
-        self.bounds = _check_bounds(bounds)
-
-    def fit(self, results: pd.DataFrame) -> "ResultsTemperatureScaling":
-        """Fit one temperature per step on calibration results; return self."""
-        self.scalers_: dict[str, TemperatureScaling] = {}
-        self.fitted_rows_: dict[str, int] = {}
-        for step in option_scores(results, self.method, self.label_groups):
-            usable = np.flatnonzero(step.labels >= 0)
-            if usable.size == 0:
-                raise ValueError(f"step {step.step!r}: no calibration row offers the right option; cannot fit")
-            self.scalers_[step.step] = TemperatureScaling(self.bounds).fit(
-                [step.logprobs[i] for i in usable], step.labels[usable])
-            self.fitted_rows_[step.step] = int(usable.size)
-        self.temperatures_ = {name: scaler.temperature_ for name, scaler in self.scalers_.items()}
-        self.fitted_on_ = len(results)
-        return self
-
-    def predict_confidence(self, results: pd.DataFrame, temperatures: dict[str, float] | None = None) -> np.ndarray:
-        """Confidence in each saved decision after rescaling, shape (n,), values in [0, 1].
-
-        `temperatures` overrides the fitted ones (e.g. `{"group": 1.0, "intent": 1.0}` for
-        the unscaled probabilities); steps it does not name keep their fitted temperature.
-        """
-        require_fitted(self, "temperatures_", "predict_confidence")
-        return self._chosen_probability(option_scores(results, self.method, self.label_groups), temperatures)
-
-    def _chosen_probability(self, steps: list[OptionScores], temperatures: dict[str, float] | None) -> np.ndarray:
-        """Product over steps of the rescaled probability of the chosen option, shape (n,)."""
-        confidence = np.ones(len(steps[0].chosen))
-        for step in steps:
-            temperature = (temperatures or {}).get(step.step, self.temperatures_[step.step])
-            probs = np.exp(_log_softmax(_pad_logprobs(step.logprobs), float(temperature)))
-            confidence *= probs[np.arange(confidence.size), step.chosen]
-        return np.clip(confidence, 0.0, 1.0)
-
-    def temperature_sweep(
-        self, results: pd.DataFrame, temperatures: Sequence[float] | np.ndarray, step: str | None = None
-    ) -> pd.DataFrame:
-        """How calibration scores on `results` change as one step's temperature moves.
-
-        Every other step keeps its fitted temperature. This is what a learner wants to see
-        while moving a temperature slider: the fitted T should sit at (or near) the lowest
-        NLL of the right option's step, and ECE, NLL and Brier of the chosen answers say
-        how the confidences behave on the data passed (e.g. the test split).
-
-        Args:
-            results: saved results of this method (e.g. the test split).
-            temperatures: the temperatures to evaluate, each > 0.
-            step: which step moves; required when the method has more than one step.
-
-        Returns:
-            DataFrame with one row per temperature: `temperature`, `ECE` (15 equal-width
-            bins), `NLL` and `Brier` of the chosen answers' confidence against whether
-            they were right, and `mean_confidence`.
-        """
-        require_fitted(self, "temperatures_", "temperature_sweep")
-        if step is None:
-            if len(self.temperatures_) != 1:
-                raise ValueError(f"method {self.method!r} has steps {sorted(self.temperatures_)}; say which step moves")
-            step = next(iter(self.temperatures_))
-        if step not in self.temperatures_:
-            raise ValueError(f"step must be one of {sorted(self.temperatures_)}, got {step!r}")
-        values = np.asarray(temperatures, dtype=float)
-        if values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
-            raise ValueError("temperatures must be a non-empty 1-D sequence of finite numbers > 0")
-        steps = option_scores(results, self.method, self.label_groups)
-        correct = results["correct"].to_numpy(bool)
-        rows = []
-        for temperature in values:
-            confidence = self._chosen_probability(steps, {step: float(temperature)})
-            rows.append({"temperature": float(temperature), "ECE": ece(confidence, correct),
-                         "NLL": nll(confidence, correct), "Brier": brier(confidence, correct),
-                         "mean_confidence": float(confidence.mean())})
-        return pd.DataFrame(rows)
+        return softmax_at_temperature(option_logprobs, self.temperature_).max(axis=1)
 
 
 # ---------------------------------------------------------------------------

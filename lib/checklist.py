@@ -8,6 +8,10 @@ from typing import Callable
 
 import numpy as np
 
+__all__ = [
+    "CheckItem", "ENVIRONMENT_CHECKS", "run_checklist", "render_checklist",
+]
+
 
 @dataclass(frozen=True)
 class CheckItem:

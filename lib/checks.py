@@ -25,6 +25,7 @@ __all__ = [
     "check_scores",
     "check_confidence_correct",
     "check_positive_int",
+    "check_unit_interval",
     "require_fitted",
 ]
 
@@ -109,6 +110,20 @@ def check_positive_int(value: int, name: str) -> None:
     """Raise ValueError naming `name` unless `value` is an integer >= 1 (bools refused)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def check_unit_interval(value: float, name: str, *, include_zero: bool = True, include_one: bool = True) -> float:
+    """Return `value` as a float after checking it lies in [0, 1] (bools, NaN and non-numbers refused).
+
+    The two rules the workbook's parameters follow: a target precision or a share may be 0 or 1
+    (`[0, 1]`, the default); a level or a recall must be above 0 (`include_zero=False`: `(0, 1]`),
+    and a coverage level also below 1 (`include_one=False` too: `(0, 1)`).
+    """
+    low, high = "[" if include_zero else "(", "]" if include_one else ")"
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not (
+            (0.0 <= value if include_zero else 0.0 < value) and (value <= 1.0 if include_one else value < 1.0)):
+        raise ValueError(f"{name} must lie in {low}0, 1{high}, got {value!r}")
+    return float(value)
 
 
 def require_fitted(estimator: object, attribute: str, method: str) -> None:

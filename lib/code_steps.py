@@ -26,6 +26,10 @@ from dataclasses import dataclass
 from lib.llm import TokenLogprob
 from lib.logprobs import renormalize
 
+__all__ = [
+    "CodeReading", "read_code",
+]
+
 
 @dataclass(frozen=True)
 class CodeReading:

@@ -17,6 +17,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+__all__ = [
+    "DATA_DIR", "CORPUS_DIR", "CALIBRATION_SEED", "OUT_OF_SCOPE", "load_banking77", "banking77_labels",
+    "banking77_calibration_split", "banking77_pool", "load_clinc150", "clinc150_domains",
+    "clinc150_calibration_split", "clinc150_test_split", "clinc150_pool", "Section", "slugify",
+    "parse_markdown_sections", "load_corpus", "QUESTION_TYPES", "load_questions", "gold_section_ids",
+    "load_scope_examples", "OUT_OF_SCOPE_GROUP", "repeated_items", "LabelGroups", "load_label_groups",
+]
+
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 CORPUS_DIR = DATA_DIR / "corpus"
 CALIBRATION_SEED = 20240577

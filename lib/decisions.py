@@ -49,6 +49,14 @@ from lib.logprobs import renormalize
 from lib.openai_compatible import ServerError
 from lib.recording import RecordedLLM
 
+__all__ = [
+    "DEFAULT_TOP_LOGPROBS", "MAX_MESSAGE_CHARS", "CONTENT_FREE_MESSAGE", "NONE_OF_THESE", "significant",
+    "DecisionStep", "IntentDecision", "Decider", "embedded_backend", "runs_in_process", "full_list_prompt",
+    "FullListDecider", "NearestNeighbourDecider", "LogRegDecider", "Debias", "cyclic_orders",
+    "contextual_calibration", "shortlist_probabilities", "SHORTLIST_INSTRUCTION", "SHORTLIST_NAMES_INSTRUCTION",
+    "NONE_INSTRUCTION", "ShortlistDecider",
+]
+
 DEFAULT_TOP_LOGPROBS = 20
 """Top candidates asked of a server per step (its usual maximum)."""
 MAX_MESSAGE_CHARS = 2000

@@ -17,6 +17,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+__all__ = [
+    "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS", "embed", "model_fingerprint", "text_key", "SavedEmbeddings",
+]
+
 EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 EMBEDDING_DIMENSIONS = 384
 

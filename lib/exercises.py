@@ -15,6 +15,11 @@ import numpy as np
 
 from lib.text import normalize_text
 
+__all__ = [
+    "Exercise", "exercise", "exercise_ids", "plain_answer", "is_correct", "check", "NB03_EX1_QUOTES",
+    "NB04_EX1_COMMITTEE",
+]
+
 
 @dataclass(frozen=True)
 class Exercise:

@@ -27,6 +27,17 @@ from lib.results_store import RESULTS_DIR, ResultsStore
 from lib.rules import CommitteeMember, department_key, validated_home_key, validated_members
 from lib.structured import StructuredResult, ask_structured
 
+__all__ = [
+    "CommitteeExtraction", "EXTRACTION_SYSTEM_PROMPT", "ExtractionResult", "extraction_messages",
+    "extract_committee", "QUESTIONS_SYSTEM_PROMPT", "ROLES", "POSITIONS", "NO_DEPARTMENT", "NAMES_REQUEST",
+    "ROLE_QUESTION", "POSITION_QUESTION", "DEPARTMENT_QUESTION", "EVIDENCE_INTRO", "EvidencePolicy",
+    "EVIDENCE_POLICIES", "UNSURE_BELOW", "message_sentences", "evidence_for", "CommitteeNames", "member_questions",
+    "department_grammar", "department_answer", "answer_probability", "extract_committee_by_questions",
+    "MEMBER_FIELDS", "normalized_name", "ExtractionComparison", "compare_extraction", "PLAIN_JUDGE_PROMPT",
+    "plain_committee_verdict", "COMMITTEE_METHODS", "committee_run_path", "committee_prompt_fingerprint",
+    "extract_case", "run_committee_cases", "CommitteeRun", "load_committee_run",
+]
+
 class CommitteeExtraction(BaseModel):
     """What the model fills in from a student's message: one record per committee member."""
 

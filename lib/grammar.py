@@ -33,6 +33,12 @@ import pydantic
 
 from lib.datasets import repeated_items
 
+__all__ = [
+    "MAX_LETTERS", "letters", "assign_codes", "parse_code", "gbnf_for_codes", "gbnf_for_options",
+    "gbnf_for_options_or_name", "schema_for_model", "MAX_GRAMMAR_NESTING", "MAX_REPETITION", "MAX_REPEATED_COPIES",
+    "check_grammar", "GrammarConstraint",
+]
+
 MAX_LETTERS = 26
 """A–Z: the most groups, intents per group or lettered options we can name."""
 

@@ -8,16 +8,25 @@ verification), 06 (token confidence of grounded answers) and 12 (the assembled a
 ask exactly the same question in exactly the same words.
 
 An answer that fails validation twice is reported as a failure (`answer` is None), never
-repaired: see `lib.structured`.
+repaired: see `lib.structured`. `answer_field_logprobs` reads the log-probabilities of the
+answer's own tokens off a grounded reply (its quotes and JSON punctuation say nothing of how
+sure the model was).
 """
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from lib.llm import LLM, Completion, Message
 from lib.quotes import GroundedAnswer, QuoteVerdict, verify_answer
 from lib.structured import StructuredResult, ask_structured
+
+__all__ = [
+    "GROUNDING_SYSTEM_PROMPT", "DEFAULT_MAX_TOKENS", "GroundingResult", "grounding_messages", "grounded_answer",
+    "answer_field_logprobs",
+]
 
 GROUNDING_SYSTEM_PROMPT = (
     "You answer questions about the Quillmere Institute of Technology using ONLY the sections "
@@ -98,3 +107,35 @@ def grounded_answer(
     if result.value is not None:
         verdicts = verify_answer(result.value, dict(sections), max_gap=max_gap)
     return GroundingResult(result.value, result.completions, result.errors, question=question, verdicts=tuple(verdicts))
+
+
+_ANSWER_KEY = re.compile(r'"answer"\s*:\s*"')
+
+
+def answer_field_logprobs(completion: Completion) -> list[float]:
+    """The log-probabilities of the tokens that wrote the value of the "answer" field in a JSON reply.
+
+    A grounded reply is JSON (`{"answer": "...", "quotes": [...]}`); the quotes are copied
+    from the sections and so are nearly certain, and the keys and punctuation are forced by
+    the schema, so only the answer's own tokens say how sure the model was of what it
+    answered. A token counts when it overlaps the answer's characters. Returns [] when
+    the completion carries no tokens (a backend or a saved reply without log-probabilities),
+    when the tokens do not spell the text, or when the reply has no answer string.
+    """
+    if not completion.tokens or "".join(t.token for t in completion.tokens) != completion.text:
+        return []
+    key = _ANSWER_KEY.search(completion.text)
+    if key is None:
+        return []
+    start = key.end()
+    try:
+        _, end = json.decoder.scanstring(completion.text, start)  # end is just past the closing quote
+    except ValueError:
+        return []
+    logprobs, position = [], 0
+    for token in completion.tokens:
+        token_end = position + len(token.token)
+        if position < end - 1 and token_end > start:
+            logprobs.append(token.logprob)
+        position = token_end
+    return logprobs

@@ -9,6 +9,8 @@ import hashlib
 import json
 from typing import Any
 
+__all__ = ["fingerprint"]
+
 
 def fingerprint(value: Any) -> str:
     """A 16-hex-digit hash of any JSON-serialisable value (prompts, requests, lists of texts).

@@ -25,7 +25,6 @@ cosine similarity.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +59,8 @@ __all__ = [
     "evaluate",
     "pool_embeddings",
     "IntentRetriever",
+    "STOPWORDS_EN",
+    "EMBEDDING_CACHE",
 ]
 
 

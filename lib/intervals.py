@@ -7,16 +7,22 @@ on another sample of the same size. Two kinds are used:
   n trials. It is the one to use for small counts and for proportions at 0 or 1: 8 right
   answers of 8 give `(1.0, 0.631, 1.0)`, honest about how little 8 cases show, where a
   percentile bootstrap collapses to `[1, 1]` because every resample is also 8 of 8.
-* a percentile bootstrap of any metric (`lib.calibration.bootstrap_interval`), for metrics
-  that are not a proportion (AUROC, ECE, a paired difference of two methods).
+* `bootstrap_interval`: a percentile bootstrap of any metric, for metrics that are not a
+  proportion (AUROC, ECE, a paired difference of two methods).
+
+Both return `(estimate, low, high)`, so a table can hold either.
 """
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable, Sequence
 
+import numpy as np
 from scipy.stats import beta
 
-__all__ = ["binomial_interval"]
+from lib.checks import check_positive_int, check_unit_interval
+
+__all__ = ["binomial_interval", "bootstrap_interval"]
 
 
 def binomial_interval(successes: int, trials: int, level: float = 0.95) -> tuple[float, float, float]:
@@ -45,9 +51,54 @@ def binomial_interval(successes: int, trials: int, level: float = 0.95) -> tuple
         raise ValueError(f"trials must be at least 1, got {trials}")
     if not 0 <= successes <= trials:
         raise ValueError(f"successes must lie in [0, trials] = [0, {trials}], got {successes}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    check_unit_interval(level, "level", include_zero=False, include_one=False)
     tail = (1.0 - level) / 2.0
     low = 0.0 if successes == 0 else float(beta.ppf(tail, successes, trials - successes + 1))
     high = 1.0 if successes == trials else float(beta.ppf(1.0 - tail, successes + 1, trials - successes))
     return successes / trials, low, high
+
+
+def bootstrap_interval(
+    metric: Callable[..., float],
+    *arrays: Sequence | np.ndarray,
+    n: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float, float]:
+    """Point estimate and percentile bootstrap interval of `metric(*arrays)`.
+
+    Rows are resampled jointly (the same row indices for every array), with replacement,
+    `n` times, using `numpy.random.default_rng(seed)` so results are reproducible.
+
+    Args:
+        metric: function of the arrays returning a number, e.g. `ece`. It must be
+            defined on every resample (AUROC, for instance, fails on a resample holding a
+            single class).
+        *arrays: one or more arrays with the same first dimension (number of rows).
+        n: number of bootstrap resamples (>= 1).
+        seed: seed of the random generator.
+        level: interval coverage in (0, 1), e.g. 0.95 for the 2.5 % and 97.5 % percentiles.
+
+    Returns:
+        `(estimate, low, high)`: the metric on the original rows and the interval ends.
+    """
+    if not arrays:
+        raise ValueError("arrays: pass at least one array to resample")
+    data = [np.asarray(a) for a in arrays]
+    lengths = {len(a) if a.ndim else -1 for a in data}
+    if len(lengths) != 1 or -1 in lengths:
+        raise ValueError(f"arrays must all have the same number of rows, got lengths {sorted(lengths)}")
+    n_rows = lengths.pop()
+    if n_rows == 0:
+        raise ValueError("arrays are empty: need at least one row to resample")
+    check_positive_int(n, "n (number of resamples)")
+    check_unit_interval(level, "level", include_zero=False, include_one=False)
+    estimate = float(metric(*data))
+    rng = np.random.default_rng(seed)
+    replicates = np.empty(n)
+    for b in range(n):
+        rows = rng.integers(0, n_rows, size=n_rows)
+        replicates[b] = metric(*(a[rows] for a in data))
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(replicates, [tail, 1.0 - tail])
+    return estimate, float(low), float(high)

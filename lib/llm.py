@@ -35,11 +35,19 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
+from lib.checks import check_positive_int
 from lib.grammar import GrammarConstraint, check_grammar
 from lib.logprobs import log_softmax
 from lib.model_file import (MODEL_GGUF_NAME, MODEL_LICENSE, MODEL_NAME, MODEL_SHA256, ModelFile, ModelFileError,
                             configured_model, sha256_of)
 from lib.settings import check_base_url, context_tokens_setting, numeric_setting, threads_setting
+
+__all__ = [
+    "Message", "Candidate", "DEFAULT_SERVER_TOP_LOGPROBS", "CapabilityError", "TokenLogprob", "Completion",
+    "NextTokenLogprobs", "LLM", "validate_messages", "WORD_JOINER", "neutralise_template_tokens",
+    "check_generation_args", "library_versions", "LocalMethods", "EmbeddedLLM", "Continuation", "SANITY_PROMPT",
+    "SANITY_PINNED_ANSWER", "SANITY_PINNED_MIN_LOGPROB", "SANITY_MAX_ENTROPY_SHARE", "BackendConfig",
+]
 
 Message = dict[str, str]
 Candidate = tuple[str, float]
@@ -152,8 +160,7 @@ def neutralise_template_tokens(text: str) -> str:
 def check_generation_args(max_tokens: int, temperature: float, top_logprobs: int,
                           grammar: str | None, json_schema: dict | None) -> None:
     """Raise ValueError for generation arguments no backend accepts (checked before any request)."""
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    check_positive_int(max_tokens, "max_tokens")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if top_logprobs < 0:

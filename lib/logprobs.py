@@ -20,6 +20,10 @@ from typing import Literal
 
 import numpy as np
 
+__all__ = [
+    "log_softmax", "top_k", "renormalize", "perplexity", "sequence_confidence", "at_temperature",
+]
+
 _POSITIVE_TOLERANCE = 1e-6
 """Log-probabilities a hair above 0 are rounding error (returned as 0); larger ones are a mistake."""
 

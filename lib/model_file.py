@@ -23,6 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+__all__ = [
+    "REPO_ROOT", "MODEL_NAME", "MODEL_LICENSE", "MODEL_FILENAME", "MODEL_SIZE", "MODEL_SHA256", "MODEL_GGUF_NAME",
+    "PART_COUNT", "PART_VERSION", "ModelFileError", "ModelFile", "cache_dir", "default_model_path", "sha256_of",
+    "verify_file", "ASSEMBLY_PREFIX", "remove_stale_assemblies", "assemble_parts", "ensure_model",
+    "configured_model",
+]
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MODEL_NAME = "Qwen2.5-Coder-1.5B-Instruct Q4_K_M"
 MODEL_LICENSE = "Apache-2.0"

@@ -3,7 +3,9 @@
 A decider picks one of the known intents for every message, so on its own it can never say
 that a message belongs to none of them. An *in-scope score* (higher = more likely to be one
 of the known intents) turns it into a decision with a way out: below a threshold the answer
-is `lib.datasets.OUT_OF_SCOPE`, above it the decider's intent stands.
+is `Action.OUT_OF_SCOPE` (the workbook's one word for it, `lib.routing.Action`), above it the
+decider's intent stands. `lib.datasets.OUT_OF_SCOPE` ("oos") is only CLINC150's label for such
+messages in the data, which a decider offered "none of these" may also answer.
 
 The threshold is fitted on calibration messages that are in scope: keep a chosen share of
 them (e.g. 95%) above it. That promise is about the in-scope messages only; how many
@@ -15,8 +17,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lib.checks import check_scores
+from lib.checks import check_scores, check_unit_interval
 from lib.datasets import OUT_OF_SCOPE
+from lib.routing import Action
+
+__all__ = [
+    "keep_threshold", "decide_scope", "scope_report",
+]
 
 
 def keep_threshold(in_scope_scores: Sequence[float] | np.ndarray, keep: float = 0.95) -> float:
@@ -26,13 +33,12 @@ def keep_threshold(in_scope_scores: Sequence[float] | np.ndarray, keep: float = 
     Returns the (1 - keep) quantile of those scores (numpy's linear interpolation), so that
     about `keep` of them are not flagged. `keep` must be in (0, 1].
     """
-    if not 0.0 < keep <= 1.0:
-        raise ValueError(f"keep must be in (0, 1], got {keep}")
+    check_unit_interval(keep, "keep", include_zero=False)
     return float(np.quantile(check_scores(in_scope_scores, "in_scope_scores"), 1.0 - keep))
 
 
 def decide_scope(predictions: Sequence[str], scores: Sequence[float] | np.ndarray, threshold: float) -> np.ndarray:
-    """The decider's intents, with `OUT_OF_SCOPE` wherever the in-scope score is below `threshold`.
+    """The decider's intents, with `Action.OUT_OF_SCOPE` wherever the in-scope score is below `threshold`.
 
     `predictions`: shape (n,), the intent each message was given; `scores`: shape (n,), the
     in-scope score of each message. Returns an object array of shape (n,).
@@ -41,21 +47,24 @@ def decide_scope(predictions: Sequence[str], scores: Sequence[float] | np.ndarra
     decided = np.asarray(predictions, dtype=object)
     if decided.shape != values.shape:
         raise ValueError(f"predictions and scores must have the same length, got {decided.shape} and {values.shape}")
-    return np.where(values < threshold, OUT_OF_SCOPE, decided)
+    decided = decided.copy()
+    decided[values < threshold] = Action.OUT_OF_SCOPE  # assigned, so the element stays an Action
+    return decided
 
 
 def scope_report(labels: Sequence[str], decided: Sequence[str]) -> dict[str, float | int]:
     """How a decision with an out-of-scope answer did, split by what the messages really are.
 
-    `labels`: shape (n,), the gold intents, `OUT_OF_SCOPE` for messages that fit none;
-    `decided`: shape (n,), the answers (from `decide_scope`). Returns:
+    `labels`: shape (n,), the gold intents, the data's `lib.datasets.OUT_OF_SCOPE` ("oos") for
+    messages that fit none; `decided`: shape (n,), the answers (from `decide_scope`), where
+    `Action.OUT_OF_SCOPE`, or "oos" from a decider offered "none of these", flags a message. Returns:
     - "in scope", "out of scope": how many messages of each kind;
     - "in-scope accuracy": the share of in-scope messages given their right intent (a flagged
       in-scope message counts as wrong);
-    - "in-scope flagged": the share of in-scope messages answered `OUT_OF_SCOPE`;
-    - "out-of-scope recall": the share of out-of-scope messages answered `OUT_OF_SCOPE`;
-    - "accuracy": the share of all messages answered right, `OUT_OF_SCOPE` being the right
-      answer for an out-of-scope message.
+    - "in-scope flagged": the share of in-scope messages flagged out of scope;
+    - "out-of-scope recall": the share of out-of-scope messages flagged out of scope;
+    - "accuracy": the share of all messages answered right, a flag being the right answer for an
+      out-of-scope message.
     A share over no messages is NaN.
     """
     gold = np.asarray(labels, dtype=object)
@@ -63,8 +72,8 @@ def scope_report(labels: Sequence[str], decided: Sequence[str]) -> dict[str, flo
     if gold.shape != answers.shape or gold.ndim != 1 or gold.size == 0:
         raise ValueError(f"labels and decided must be non-empty and of the same length, got {gold.shape} and {answers.shape}")
     in_scope = gold != OUT_OF_SCOPE
-    flagged = answers == OUT_OF_SCOPE
-    right = answers == gold
+    flagged = (answers == Action.OUT_OF_SCOPE) | (answers == OUT_OF_SCOPE)
+    right = (answers == gold) | (flagged & ~in_scope)
 
     def share(mask: np.ndarray, of: np.ndarray) -> float:
         return float(mask[of].mean()) if of.any() else float("nan")

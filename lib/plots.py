@@ -280,7 +280,7 @@ def calibration_comparison(
     Args:
         table: one row per (method, calibrator) with columns `method`, `calibrator`,
             `ece` and the interval ends `ece_low`, `ece_high` (e.g. from
-            `lib.calibration.bootstrap_interval`). Bars take the method's colour.
+            `lib.intervals.bootstrap_interval`). Bars take the method's colour.
     """
     required = {"method", "calibrator", "ece", "ece_low", "ece_high"}
     missing = required - set(table.columns)

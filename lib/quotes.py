@@ -44,6 +44,11 @@ from pydantic import BaseModel, Field
 
 from lib.text import TYPOGRAPHIC_TO_ASCII, TextWithOrigins, normalize_text, normalize_with_origins
 
+__all__ = [
+    "QuoteKind", "MIN_FRAGMENT_WORDS", "MAX_FRAGMENTS", "QuoteCheck", "verify_quote", "Quote", "GroundedAnswer",
+    "QuoteVerdict", "verify_answer", "render_verdicts", "verdicts_to_html",
+]
+
 QuoteKind = Literal["exact", "normalized", "elided", "not_found"]
 
 MIN_FRAGMENT_WORDS = 3

@@ -47,6 +47,14 @@ from lib.llm import (BackendConfig, Completion, EmbeddedLLM, LocalMethods, Messa
                      library_versions, validate_messages)
 from lib.openai_compatible import OpenAICompatibleLLM
 
+__all__ = [
+    "RECORDINGS_DIR", "MODES", "WRITING_MODES", "PENDING_SUFFIX", "LOCK_SUFFIX", "RUN_ID_VARIABLE",
+    "RecordingMissingError", "RecordingBusyError", "current_mode", "current_run_id", "request_key", "encode_answer",
+    "decode_answer", "read_recording", "RecordingStore", "CombinedRecordings", "RecordedLLM", "pending_path",
+    "pending_recordings", "finish_pending", "discard_pending", "discard_abandoned", "recording_lock",
+    "create_backend", "get_llm",
+]
+
 RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "data" / "recordings"
 MODES = ("live", "replay", "record", "update")
 WRITING_MODES = ("record", "update")

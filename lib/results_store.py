@@ -25,6 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "RESULTS_DIR", "HEADER", "SavedLines", "ResultsStore",
+]
+
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
 """Where the saved runs live: data/results/."""
 

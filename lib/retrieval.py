@@ -24,18 +24,18 @@ always a cosine similarity.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from lib.checks import require_fitted
+from lib.checks import check_scores, check_unit_interval, require_fitted
+from lib.datasets import QUESTION_TYPES
 from lib.intervals import binomial_interval
 from lib.indexes import DenseIndex, Embed, Hit, SearchIndex, distinct_units, unit_rows
 from lib.routing import Action
-from lib.selective import UnreachableTargetWarning, fit_threshold, threshold_curve
+from lib.selective import TARGET_TOLERANCE, fit_threshold, target_reached, threshold_curve
 
 __all__ = [
     "Scope",
@@ -49,7 +49,6 @@ __all__ = [
     "ROUTE_MESSAGES",
     "RoutingVerdict",
     "route_many",
-    "QUESTION_TYPES",
     "gate_tradeoff",
 ]
 
@@ -159,10 +158,10 @@ def retrieval_features(index: SearchIndex, questions: pd.DataFrame | Sequence[st
 # --------------------------------------------------------------------------- thresholds
 
 
-def _as_bool(positive, n: int, who: str) -> np.ndarray:
+def _as_bool(positive, n: int, who: str, name: str = "positive") -> np.ndarray:
     p = np.asarray(positive)
     if p.shape != (n,):
-        raise ValueError(f"{who}: positive must have shape ({n},) like scores, got {p.shape}")
+        raise ValueError(f"{who}: {name} must have shape ({n},) like scores, got {p.shape}")
     return p.astype(bool)
 
 
@@ -175,27 +174,30 @@ class Gate:
         gate = Gate(target_precision=0.95).fit(dev_scores, dev_in_scope)
         passes = gate.predict(test_scores)
 
-    Attributes after `fit`: `threshold_` and `reached_` (False when no threshold reaches
-    `target_precision`; `threshold_` is then `inf` and the gate accepts nothing).
+    The threshold API of `lib.selective`: `threshold` fixes the threshold instead of
+    searching for it (`fit` then only measures it). Attributes after `fit`: `threshold_`,
+    `reached_` (whether the accepted dev rows reach `target_precision`; when no threshold
+    does, `threshold_` is `inf` and the gate accepts nothing) and `fitted_on_`.
     """
 
     target_precision: float = 0.95
+    threshold: float | None = None
 
-    @classmethod
-    def with_threshold(cls, threshold: float) -> "Gate":
-        """A gate with a chosen `threshold_` instead of a fitted one (it has no `reached_`)."""
-        gate = cls()
-        gate.threshold_ = float(threshold)
-        return gate
-
-    def fit(self, scores, positive) -> "Gate":
+    def fit(self, scores, correct) -> "Gate":
         """Set `threshold_` with `lib.selective.fit_threshold` (a gate's precision is the accuracy of what it accepts).
 
-        If no threshold reaches `target_precision`, warns `UnreachableTargetWarning` and sets
-        `reached_` False.
+        Args:
+            scores: shape (n,), higher = more confident; NaN never passes.
+            correct: shape (n,), booleans: is letting this row pass right?
         """
-        self.threshold_ = fit_threshold(scores, positive, self.target_precision)
-        self.reached_ = math.isfinite(self.threshold_)
+        values = check_scores(scores, "scores", allow_nan=True)
+        if self.threshold is None:
+            self.threshold_ = fit_threshold(values, correct, self.target_precision, warn=False)
+        else:
+            self.threshold_ = float(self.threshold)
+        with np.errstate(invalid="ignore"):
+            self.reached_ = target_reached(values >= self.threshold_, correct, self.target_precision)
+        self.fitted_on_ = values.size
         return self
 
     def predict(self, scores) -> np.ndarray:
@@ -211,42 +213,58 @@ class RetrievalGate:
 
     The fitting rule (`fit`): try every pair (score threshold, margin threshold) with
     values taken from the dev data, plus "no margin requirement" (-inf); keep the pairs
-    whose precision on dev reaches `target_precision`; choose the one with the highest
-    recall, then the highest precision, then the smallest margin threshold, then the
-    smallest score threshold. This maximises recall subject to the precision target,
-    and the margin is only used when it buys something on dev. With two thresholds and
-    a small dev set this can overfit: report precision and recall on test.
+    whose precision on dev reaches `target_precision` (`lib.selective.target_reached`'s rule);
+    choose the one with the highest recall, then the highest precision, then the smallest
+    margin threshold, then the smallest score threshold. This maximises recall subject to the
+    precision target, and the margin is only used when it buys something on dev. With two
+    thresholds and a small dev set this can overfit: report precision and recall on test.
 
-    Attributes after `fit`: `score_threshold_`, `margin_threshold_`, `reached_` (False when
-    no pair reaches the target: the score threshold is then `inf` and the gate accepts
-    nothing) and the dev scores of the chosen pair, `dev_precision_` and `dev_recall_`.
+    Why not `lib.selective.fit_threshold` once per margin threshold: for one score it returns
+    the lowest qualifying threshold, which has the highest recall but, among thresholds of equal
+    recall, not the highest precision, the second key here; the pair search ranks all pairs at once.
+
+    The threshold API of `lib.selective`: `score_threshold` and `margin_threshold` (both or
+    neither) fix the pair instead of searching for it. Attributes after `fit`:
+    `score_threshold_`, `margin_threshold_`, `reached_` (whether the pair reaches the target on
+    dev; when no pair does, the score threshold is `inf` and the gate accepts nothing), the dev
+    scores of the pair in use, `dev_precision_` (NaN when it accepts nothing) and
+    `dev_recall_`, and `fitted_on_`.
     """
 
     target_precision: float = 0.95
+    score_threshold: float | None = None
+    margin_threshold: float | None = None
 
-    @classmethod
-    def with_thresholds(cls, score_threshold: float, margin_threshold: float) -> "RetrievalGate":
-        """A gate with chosen thresholds instead of fitted ones (it has no `reached_` or dev scores)."""
-        gate = cls()
-        gate.score_threshold_, gate.margin_threshold_ = float(score_threshold), float(margin_threshold)
-        return gate
-
-    def fit(self, features: pd.DataFrame, positive) -> "RetrievalGate":
+    def fit(self, features: pd.DataFrame, correct) -> "RetrievalGate":
         """Fit both thresholds on dev features (`retrieval_features` output) and labels.
 
         Args:
             features: DataFrame with columns top_score and margin.
-            positive: bools of `shape (n,)`: True where the corpus supports an answer
+            correct: bools of `shape (n,)`: True where the corpus supports an answer
                 (e.g. type == "answerable"; or stricter: answerable and the top chunk
                 is a gold section).
         """
         top = features["top_score"].to_numpy(dtype=np.float64)
         margin = features["margin"].to_numpy(dtype=np.float64)
-        pos = _as_bool(positive, len(top), "RetrievalGate.fit")
+        pos = _as_bool(correct, len(top), "RetrievalGate.fit", "correct")
+        check_unit_interval(self.target_precision, "target_precision")
+        if (self.score_threshold is None) != (self.margin_threshold is None):
+            raise ValueError("RetrievalGate: give both score_threshold and margin_threshold, or neither to fit them")
+        if self.score_threshold is not None:
+            self.score_threshold_, self.margin_threshold_ = float(self.score_threshold), float(self.margin_threshold)
+        else:
+            self.score_threshold_, self.margin_threshold_ = self._search(top, margin, pos)
+        accepted = self.predict(features)
+        self.reached_ = target_reached(accepted, pos, self.target_precision)
+        self.dev_precision_ = float(pos[accepted].mean()) if accepted.any() else math.nan
+        self.dev_recall_ = float((accepted & pos).sum() / max(int(pos.sum()), 1))
+        self.fitted_on_ = len(top)
+        return self
+
+    def _search(self, top: np.ndarray, margin: np.ndarray, pos: np.ndarray) -> tuple[float, float]:
+        """The pair of thresholds the fitting rule chooses, or `(inf, -inf)` when no pair reaches the target."""
         if not np.isfinite(top).any():
             raise ValueError("RetrievalGate.fit: top_score has no finite value")
-        if not 0 < self.target_precision <= 1:
-            raise ValueError(f"target_precision must be in (0, 1], got {self.target_precision!r}")
         score_grid = np.unique(top[np.isfinite(top)])
         margin_grid = np.r_[-np.inf, np.unique(margin[np.isfinite(margin)])]
         with np.errstate(invalid="ignore"):
@@ -258,21 +276,13 @@ class RetrievalGate:
         with np.errstate(invalid="ignore", divide="ignore"):
             precision = np.where(accepted > 0, true_pos / np.maximum(accepted, 1), 0.0)
         recall = true_pos / n_pos
-        ok = (accepted > 0) & (precision >= self.target_precision - 1e-12)
+        ok = (accepted > 0) & (precision >= self.target_precision - TARGET_TOLERANCE)
         if not ok.any():
-            self.score_threshold_, self.margin_threshold_ = math.inf, -math.inf
-            self.reached_, self.dev_precision_, self.dev_recall_ = False, math.nan, 0.0
-            warnings.warn(f"RetrievalGate: precision {self.target_precision} unreachable on the "
-                          "fitting data; the gate accepts nothing", UnreachableTargetWarning, stacklevel=2)
-            return self
+            return math.inf, -math.inf
         si, mi = np.nonzero(ok)
         # Sort keys: recall desc, precision desc, margin threshold asc, score threshold asc.
         best = np.lexsort((score_grid[si], margin_grid[mi], -precision[si, mi], -recall[si, mi]))[0]
-        s, m = si[best], mi[best]
-        self.score_threshold_, self.margin_threshold_ = float(score_grid[s]), float(margin_grid[m])
-        self.reached_ = True
-        self.dev_precision_, self.dev_recall_ = float(precision[s, m]), float(recall[s, m])
-        return self
+        return float(score_grid[si[best]]), float(margin_grid[mi[best]])
 
     def predict(self, features: pd.DataFrame) -> np.ndarray:
         """Bool array: True where top_score >= `score_threshold_` and margin >= `margin_threshold_`."""
@@ -451,9 +461,6 @@ def route_many(
     return verdicts
 
 
-QUESTION_TYPES = ("answerable", "unanswerable", "out_of_scope")
-
-
 def gate_tradeoff(question_types: Sequence[str], boundary_passed, features: pd.DataFrame,
                   score_threshold: float, margin_threshold: float) -> tuple[pd.Series, pd.DataFrame]:
     """What the two gates decide on labelled questions when the retrieval thresholds are moved.
@@ -482,8 +489,9 @@ def gate_tradeoff(question_types: Sequence[str], boundary_passed, features: pd.D
     unknown = set(types) - set(QUESTION_TYPES)
     if unknown:
         raise ValueError(f"gate_tradeoff: unknown question types {sorted(unknown)}; use {QUESTION_TYPES}")
-    grounded = RetrievalGate.with_thresholds(score_threshold, margin_threshold).predict(features)
     answerable = types[passed] == "answerable"
+    grounded = RetrievalGate(score_threshold=score_threshold, margin_threshold=margin_threshold).fit(
+        features, answerable).predict(features)
     routes = np.full(len(types), Action.OUT_OF_SCOPE.value, dtype=object)
     routes[passed] = np.where(grounded, Action.ACT.value, Action.ASK.value)
     summary = pd.Series({

@@ -23,9 +23,10 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from lib.checks import check_binary, check_confidence, check_confidence_correct, check_positive_int, require_fitted
+from lib.checks import (check_binary, check_confidence, check_confidence_correct, check_positive_int, check_unit_interval,
+                        require_fitted)
 from lib.intervals import binomial_interval
-from lib.selective import accuracy_coverage, fit_threshold
+from lib.selective import accuracy_coverage, fit_threshold, target_reached
 
 __all__ = [
     "Action",
@@ -42,6 +43,7 @@ __all__ = [
     "coverage",
     "mean_set_size",
     "set_router",
+    "ConformalScore",
 ]
 
 
@@ -94,17 +96,18 @@ def route_by_thresholds(
 
 
 class ThresholdRouter:
-    """Pick ACT and HAND_OVER thresholds on calibration data from accuracy targets.
+    """Pick ACT and HAND_OVER thresholds on calibration data from precision targets.
 
     Rules (on the calibration rows passed to `fit`, both fitted with
     `lib.selective.fit_threshold`: candidate thresholds are the distinct confidence
     values, and tied items always fall on the same side):
 
     * ACT threshold: the lowest threshold `t` such that the items with
-      `confidence >= t` number at least `min_act_count` and have accuracy
-      `>= target_act_accuracy`. `min_act_count` stops a handful of lucky top items
-      from setting the threshold. If no threshold qualifies, the router acts on nothing:
-      `act_threshold_ = inf` and `reached_target_ = False` (no exception).
+      `confidence >= t` number at least `min_act_count` and are right at least
+      `target_precision` of the time (the accuracy of the acted items). `min_act_count` stops
+      a handful of lucky top items from setting the threshold. If no threshold qualifies, the
+      router acts on nothing: `act_threshold_ = inf` and `reached_ = False` (no exception).
+      `act_threshold` fixes it instead (the threshold API of `lib.selective`).
     * HAND_OVER threshold: the lowest threshold `h <= act_threshold_` such that the ASK
       band `h <= confidence < act_threshold_` still has accuracy `>= min_ask_accuracy`,
       i.e. the top guess we would offer the user is right often enough to be worth asking
@@ -116,40 +119,42 @@ class ThresholdRouter:
 
     Attributes (after fit):
         act_threshold_, hand_over_threshold_: floats in [0, 1] or inf.
-        reached_target_: whether any threshold met the ACT target.
+        reached_: whether the ACT threshold meets the target on the calibration rows.
         act_accuracy_, act_coverage_, ask_accuracy_, ask_coverage_: accuracy and share of
             the calibration rows in the ACT set and ASK band (accuracy NaN when empty).
         fitted_on_: number of calibration rows.
     """
 
-    def __init__(
-        self, target_act_accuracy: float = 0.97, min_ask_accuracy: float = 0.5, min_act_count: int = 20
-    ) -> None:
-        for name, value in (("target_act_accuracy", target_act_accuracy), ("min_ask_accuracy", min_ask_accuracy)):
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
-        check_positive_int(min_act_count, "min_act_count")
-        self.target_act_accuracy = target_act_accuracy
+    def __init__(self, target_precision: float = 0.97, min_ask_accuracy: float = 0.5, min_act_count: int = 20,
+                 act_threshold: float | None = None) -> None:
+        self.target_precision = target_precision
         self.min_ask_accuracy = min_ask_accuracy
         self.min_act_count = min_act_count
+        self.act_threshold = act_threshold
 
     def fit(
         self, confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
     ) -> "ThresholdRouter":
         """Choose the thresholds from calibration rows only (`lib.selective.fit_threshold`); return self."""
+        check_unit_interval(self.target_precision, "target_precision")
+        check_unit_interval(self.min_ask_accuracy, "min_ask_accuracy")
+        check_positive_int(self.min_act_count, "min_act_count")
         conf, corr = check_confidence_correct(confidence, correct)
-        self.act_threshold_ = fit_threshold(conf, corr, self.target_act_accuracy,
-                                            min_count=self.min_act_count, warn=False)
-        self.reached_target_ = math.isfinite(self.act_threshold_)
+        if self.act_threshold is None:
+            self.act_threshold_ = fit_threshold(conf, corr, self.target_precision,
+                                                min_count=self.min_act_count, warn=False)
+        else:
+            self.act_threshold_ = float(self.act_threshold)
+        acted = conf >= self.act_threshold_
+        self.reached_ = target_reached(acted, corr, self.target_precision, min_count=self.min_act_count)
 
-        below = conf < self.act_threshold_
+        below = ~acted
         self.hand_over_threshold_ = self.act_threshold_
         if below.any():
             floor = fit_threshold(conf[below], corr[below], self.min_ask_accuracy, warn=False)
             if math.isfinite(floor):
                 self.hand_over_threshold_ = floor
 
-        acted = conf >= self.act_threshold_
         asked = ~acted & (conf >= self.hand_over_threshold_)
         self.act_coverage_ = float(acted.mean())
         self.act_accuracy_ = float(corr[acted].mean()) if acted.any() else math.nan
@@ -281,8 +286,7 @@ def outcome_intervals(
         the ACT or ASK items for accuracies).
     """
     routed, corr, offered = _checked_outcome_inputs(decisions, correct, in_options)
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    check_unit_interval(level, "level", include_zero=False, include_one=False)
     acted, asked, handed = _route_masks(routed)
     counts = {  # outcome -> (successes, items it is taken over)
         "share_act": (acted, np.ones_like(acted)),
@@ -555,8 +559,7 @@ class ConformalClassifier:
     """
 
     def __init__(self, alpha: float = 0.1, score: ConformalScore = "lac") -> None:
-        if not 0.0 < alpha < 1.0:
-            raise ValueError(f"alpha must lie strictly between 0 and 1, got {alpha!r}")
+        check_unit_interval(alpha, "alpha", include_zero=False, include_one=False)
         if score not in ("lac", "aps"):
             raise ValueError(f"score must be 'lac' or 'aps', got {score!r}")
         self.alpha = alpha

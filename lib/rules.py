@@ -31,6 +31,11 @@ from pydantic import BaseModel, Field
 
 from lib.text import normalize_text
 
+__all__ = [
+    "CommitteeMember", "Rule", "RULES", "RULE_NAMES", "CommitteeCheck", "department_key", "validated_members",
+    "validated_home_key", "check_committee", "explain_committee", "z3_check_committee", "synthesize_committee",
+]
+
 
 class CommitteeMember(BaseModel):
     """The facts about one committee member that the rules need."""

@@ -13,8 +13,8 @@ per-option probabilities, one row per message in split order. What the notebooks
 choose and read runs lives here too, so every notebook follows one rule: `run_table` (how far
 each run got), `complete_methods` (the methods whose runs reached every message),
 `confidence_signals` and `CONFIDENCE_KINDS` (knn's confidence is a margin, not a probability),
-`option_scores` (each step's option scores, for temperature scaling), and the method names
-once (`METHODS`, `LLM_METHODS`, `BASELINE_METHODS`, taken from the deciders themselves).
+`option_scores` (each step's option scores) and `ResultsTemperatureScaling` (temperature
+scaling of a saved run, step by step), and the method names once (`METHODS`, `LLM_METHODS`, `BASELINE_METHODS`, taken from the deciders themselves).
 
 `run_items` and `load_item_run` keep the same discipline (header, resumable rows, never mixed)
 for the smaller runs over a list of items that notebooks 06, 07, 08 and 15 read (`lib.question_runs`).
@@ -32,6 +32,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from lib.calibration import TemperatureScaling, brier, ece, nll, softmax_at_temperature
+from lib.checks import check_positive_int, require_fitted
 from lib.datasets import OUT_OF_SCOPE
 from lib.decisions import (Debias, Decider, IntentDecision, FullListDecider, LogRegDecider, NearestNeighbourDecider,
                            ShortlistDecider, shortlist_probabilities)
@@ -39,6 +41,14 @@ from lib.hashing import fingerprint
 from lib.indexes import IntentRetriever
 from lib.llm import library_versions
 from lib.results_store import RESULTS_DIR, ResultsStore
+
+__all__ = [
+    "TASKS", "SPLITS", "LLM_METHODS", "BASELINE_METHODS", "METHODS", "CONFIDENCE_KINDS", "ORDER_SEED", "BATCH",
+    "load_split", "training_pool", "make_decider", "results_path", "decision_row", "failure_row",
+    "MAX_FAILURES_IN_A_ROW", "run_split", "processing_order", "run_progress", "run_is_complete", "run_table",
+    "complete_methods", "confidence_signals", "results_header", "load_results", "LOG_FLOOR", "OptionScores",
+    "option_scores", "ResultsTemperatureScaling", "ITEM_RUN_MODES", "item_run_path", "run_items", "load_item_run",
+]
 
 TASKS = ("banking77", "clinc150")
 SPLITS = ("calibration", "test")
@@ -182,8 +192,8 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
     """
     from lib.openai_compatible import ServerUnavailableError
 
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
-        raise ValueError(f"limit must be a positive integer (messages per split), got {limit!r}")
+    if limit is not None:
+        check_positive_int(limit, "limit")
     frame = load_split(task, split)
     order = processing_order(len(frame))
     if limit is not None:
@@ -476,6 +486,104 @@ def option_scores(results: pd.DataFrame, method: str, label_groups: Any = None) 
         return [OptionScores("class", rows, labels, chosen)]
     similarities = [np.asarray(s, dtype=float) for s in results["candidate_probs"]]
     return [OptionScores("similarity", similarities, in_candidates, chosen)]
+
+
+# --------------------------------------------------------------------------- temperature scaling of saved runs
+
+class ResultsTemperatureScaling:
+    """Temperature scaling of a saved results frame: one temperature per step of the method.
+
+    `fit(calibration_results)` fits a `lib.calibration.TemperatureScaling` per step of `option_scores` on
+    the rows whose right option was offered; `predict_confidence(results)` returns, per
+    message, the product over steps of the rescaled probability of the option the decider
+    *chose* (so the decision never changes, only its confidence).
+    At temperature 1 this equals the saved confidence for `full`, `shortlist` and
+    `embed-logreg` (up to the 6 significant digits saved).
+
+    Attributes (after fit): `temperatures_` (step name -> T), `fitted_rows_` (step name
+    -> rows used), `fitted_on_` (messages in the calibration frame).
+    """
+
+    def __init__(self, method: str, label_groups: Any = None, bounds: tuple[float, float] = (0.01, 100.0)) -> None:
+        self.method = method
+        self.label_groups = label_groups
+        self.bounds = bounds
+
+    def fit(self, results: pd.DataFrame) -> "ResultsTemperatureScaling":
+        """Fit one temperature per step on calibration results; return self.
+
+        `bounds` is checked here, by each step's `TemperatureScaling.fit`.
+        """
+        self.scalers_: dict[str, TemperatureScaling] = {}
+        self.fitted_rows_: dict[str, int] = {}
+        for step in option_scores(results, self.method, self.label_groups):
+            usable = np.flatnonzero(step.labels >= 0)
+            if usable.size == 0:
+                raise ValueError(f"step {step.step!r}: no calibration row offers the right option; cannot fit")
+            self.scalers_[step.step] = TemperatureScaling(self.bounds).fit(
+                [step.logprobs[i] for i in usable], step.labels[usable])
+            self.fitted_rows_[step.step] = int(usable.size)
+        self.temperatures_ = {name: scaler.temperature_ for name, scaler in self.scalers_.items()}
+        self.fitted_on_ = len(results)
+        return self
+
+    def predict_confidence(self, results: pd.DataFrame, temperatures: dict[str, float] | None = None) -> np.ndarray:
+        """Confidence in each saved decision after rescaling, shape (n,), values in [0, 1].
+
+        `temperatures` overrides the fitted ones (e.g. `{"group": 1.0, "intent": 1.0}` for
+        the unscaled probabilities); steps it does not name keep their fitted temperature.
+        """
+        require_fitted(self, "temperatures_", "predict_confidence")
+        return self._chosen_probability(option_scores(results, self.method, self.label_groups), temperatures)
+
+    def _chosen_probability(self, steps: list[OptionScores], temperatures: dict[str, float] | None) -> np.ndarray:
+        """Product over steps of the rescaled probability of the chosen option, shape (n,)."""
+        confidence = np.ones(len(steps[0].chosen))
+        for step in steps:
+            temperature = (temperatures or {}).get(step.step, self.temperatures_[step.step])
+            probs = softmax_at_temperature(step.logprobs, float(temperature))
+            confidence *= probs[np.arange(confidence.size), step.chosen]
+        return np.clip(confidence, 0.0, 1.0)
+
+    def temperature_sweep(
+        self, results: pd.DataFrame, temperatures: Sequence[float] | np.ndarray, step: str | None = None
+    ) -> pd.DataFrame:
+        """How calibration scores on `results` change as one step's temperature moves.
+
+        Every other step keeps its fitted temperature. This is what a learner wants to see
+        while moving a temperature slider: the fitted T should sit at (or near) the lowest
+        NLL of the right option's step, and ECE, NLL and Brier of the chosen answers say
+        how the confidences behave on the data passed (e.g. the test split).
+
+        Args:
+            results: saved results of this method (e.g. the test split).
+            temperatures: the temperatures to evaluate, each > 0.
+            step: which step moves; required when the method has more than one step.
+
+        Returns:
+            DataFrame with one row per temperature: `temperature`, `ECE` (15 equal-width
+            bins), `NLL` and `Brier` of the chosen answers' confidence against whether
+            they were right, and `mean_confidence`.
+        """
+        require_fitted(self, "temperatures_", "temperature_sweep")
+        if step is None:
+            if len(self.temperatures_) != 1:
+                raise ValueError(f"method {self.method!r} has steps {sorted(self.temperatures_)}; say which step moves")
+            step = next(iter(self.temperatures_))
+        if step not in self.temperatures_:
+            raise ValueError(f"step must be one of {sorted(self.temperatures_)}, got {step!r}")
+        values = np.asarray(temperatures, dtype=float)
+        if values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
+            raise ValueError("temperatures must be a non-empty 1-D sequence of finite numbers > 0")
+        steps = option_scores(results, self.method, self.label_groups)
+        correct = results["correct"].to_numpy(bool)
+        rows = []
+        for temperature in values:
+            confidence = self._chosen_probability(steps, {step: float(temperature)})
+            rows.append({"temperature": float(temperature), "ECE": ece(confidence, correct),
+                         "NLL": nll(confidence, correct), "Brier": brier(confidence, correct),
+                         "mean_confidence": float(confidence.mean())})
+        return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- saved runs over items

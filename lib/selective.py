@@ -7,10 +7,21 @@ and the area under that (AURC) summarises it. AUROC asks a different question: h
 is a right answer more confident than a wrong one?
 
 This module also holds the workbook's one threshold fitter: `threshold_curve` lists every
-"accept the items scoring at least t" with its coverage and accuracy, and `fit_threshold`
-picks the lowest t (so as many items as possible) whose accepted items reach a target
-accuracy. The retrieval gates (`lib.retrieval.Gate`), the routers
-(`lib.routing.ThresholdRouter`) and the assistant's thresholds all fit with it.
+"accept the items scoring at least t" with its coverage and precision (the accuracy of the
+accepted items), and `fit_threshold` picks the lowest t (so as many items as possible) whose
+accepted items reach a target precision; `target_reached` says whether a given set of accepted
+items does. The threshold estimators are built on them and share one API, scikit-learn's:
+
+* `lib.retrieval.Gate`, `lib.retrieval.RetrievalGate` (two thresholds, see its `fit`),
+  `lib.routing.ThresholdRouter` and `lib.assistant.SupportModel`;
+* the target is `target_precision` (the share of accepted items that are right), the labels
+  `correct` (is accepting this item right?), a fixed threshold is a constructor parameter
+  (`threshold`, as scikit-learn's `FixedThresholdClassifier`) that `fit` uses instead of searching;
+* the constructor only stores its parameters; `fit` checks them and returns `self`;
+* after `fit`, `reached_` says whether the threshold in use reaches the target on the fitting
+  data (when no threshold does, the estimator accepts nothing, `threshold_ = inf`) and
+  `fitted_on_` how many rows it saw. An estimator does not warn: read `reached_`. Only the
+  function `fit_threshold`, which returns a bare number, warns (`UnreachableTargetWarning`).
 
 Inputs follow `lib.checks`: `confidence` of shape (n,) in [0, 1] and `correct` of shape
 (n,) holding booleans or 0/1 (`threshold_curve` and `fit_threshold` take any real
@@ -27,11 +38,13 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from lib.checks import check_binary, check_confidence_correct, check_positive_int, check_scores
+from lib.checks import check_binary, check_confidence_correct, check_positive_int, check_scores, check_unit_interval
 
 __all__ = [
     "threshold_curve",
     "fit_threshold",
+    "target_reached",
+    "TARGET_TOLERANCE",
     "UnreachableTargetWarning",
     "accuracy_coverage",
     "risk_coverage",
@@ -45,12 +58,12 @@ __all__ = [
     "agreement_features",
 ]
 
-_TARGET_TOLERANCE = 1e-12
+TARGET_TOLERANCE = 1e-12
 """An accuracy this close below the target still reaches it (a target written as a sum of floats)."""
 
 
 class UnreachableTargetWarning(UserWarning):
-    """No threshold reaches the target accuracy on the data it was fitted on; the fit accepts nothing."""
+    """No threshold reaches the target precision on the data it was fitted on; the fit accepts nothing."""
 
 
 def _scores_correct(scores: object, correct: object) -> tuple[np.ndarray, np.ndarray]:
@@ -104,12 +117,12 @@ def threshold_curve(scores: Sequence[float] | np.ndarray, correct: Sequence[bool
 def fit_threshold(
     scores: Sequence[float] | np.ndarray,
     correct: Sequence[bool] | np.ndarray,
-    target_accuracy: float = 0.95,
+    target_precision: float = 0.95,
     *,
     min_count: int = 1,
     warn: bool = True,
 ) -> float:
-    """The lowest threshold `t` whose accepted items (`score >= t`) are right at least `target_accuracy` of the time.
+    """The lowest threshold `t` whose accepted items (`score >= t`) are right at least `target_precision` of the time.
 
     Lowest, because among the thresholds that are accurate enough it accepts the most
     items (the most right ones too: highest coverage and recall). Accuracy is not monotone
@@ -120,23 +133,23 @@ def fit_threshold(
     When no threshold qualifies, the fit accepts nothing: it returns `inf` (no score is
     `>= inf` except `inf` itself) and, if `warn`, emits `UnreachableTargetWarning`. So
     `math.isinf(t)` tells whether the target was reached; callers for which an unreachable
-    target is an ordinary outcome (a router that then acts on nothing) pass `warn=False`.
+    target is an ordinary outcome (the threshold estimators, which keep `reached_`) pass `warn=False`.
 
     Args:
         scores: shape (n,), higher = more confident; NaN is never accepted.
         correct: shape (n,), booleans or 0/1: is accepting this item right?
-        target_accuracy: in [0, 1] (0 accepts every item that has a score).
+        target_precision: in [0, 1], the share of accepted items that must be right (0 accepts
+            every item that has a score).
         min_count: the fewest accepted items a threshold may leave (positive integer).
         warn: whether to warn when no threshold reaches the target.
     """
-    if not 0.0 <= target_accuracy <= 1.0:
-        raise ValueError(f"target_accuracy must lie in [0, 1], got {target_accuracy!r}")
+    check_unit_interval(target_precision, "target_precision")
     check_positive_int(min_count, "min_count")
     curve = threshold_curve(scores, correct)
     thresholds = curve["threshold"].to_numpy()
     qualifies = (
         np.isfinite(thresholds)
-        & (curve["accuracy"].to_numpy() >= target_accuracy - _TARGET_TOLERANCE)
+        & (curve["accuracy"].to_numpy() >= target_precision - TARGET_TOLERANCE)
         & (curve["count"].to_numpy() >= min_count)
     )
     if qualifies.any():
@@ -144,12 +157,35 @@ def fit_threshold(
         return float(thresholds[qualifies][-1])
     if warn:
         warnings.warn(
-            f"no threshold reaches accuracy {target_accuracy} with at least {min_count} accepted item(s) "
+            f"no threshold reaches precision {target_precision} with at least {min_count} accepted item(s) "
             "on the fitting data; returning inf: accept nothing",
             UnreachableTargetWarning,
             stacklevel=2,
         )
     return math.inf
+
+
+def target_reached(accepted: Sequence[bool] | np.ndarray, correct: Sequence[bool] | np.ndarray,
+                   target_precision: float, *, min_count: int = 1) -> bool:
+    """Whether the accepted items number at least `min_count` and are right at least `target_precision` of the time.
+
+    The rule `fit_threshold` applies to each candidate threshold (same tolerance), for a set of
+    accepted items chosen otherwise: a fixed threshold, or two thresholds at once.
+
+    Args:
+        accepted: shape (n,), booleans: which items the threshold(s) accept.
+        correct: shape (n,), booleans or 0/1: is accepting this item right?
+        target_precision: in [0, 1].
+        min_count: the fewest accepted items that can reach the target (positive integer).
+    """
+    check_unit_interval(target_precision, "target_precision")
+    check_positive_int(min_count, "min_count")
+    taken = check_binary(accepted, "accepted")
+    corr = check_binary(correct, "correct")
+    if taken.shape != corr.shape:
+        raise ValueError(f"accepted and correct must have the same length, got {taken.size} and {corr.size}")
+    count = int(taken.sum())
+    return count >= min_count and float(corr[taken].mean()) >= target_precision - TARGET_TOLERANCE
 
 
 def accuracy_coverage(
@@ -288,8 +324,7 @@ def accuracy_at_coverage(
     Args:
         coverage: target share of items acted on, in (0, 1].
     """
-    if not 0.0 < coverage <= 1.0:
-        raise ValueError(f"coverage must lie in (0, 1], got {coverage!r}")
+    check_unit_interval(coverage, "coverage", include_zero=False)
     curve = accuracy_coverage(confidence, correct)
     # Tolerance so that e.g. coverage=0.3 with n=10 reaches the row with coverage 3/10.
     reached = curve["coverage"].to_numpy() >= coverage - 1e-12
@@ -317,8 +352,7 @@ def precision_at_recall(
 
     Raises ValueError for `recall` outside (0, 1] or when no answer is right.
     """
-    if not 0.0 < recall <= 1.0:
-        raise ValueError(f"recall must lie in (0, 1], got {recall!r}")
+    check_unit_interval(recall, "recall", include_zero=False)
     conf, corr = check_confidence_correct(confidence, correct)
     n_right = int(corr.sum())
     if n_right == 0:

@@ -33,7 +33,15 @@ from typing import Any
 
 import numpy as np
 
+from lib.checks import check_unit_interval
 from lib.text import normalize_answer
+
+__all__ = [
+    "SameMeaning", "cluster_by_meaning", "bidirectional", "LLMEntailment", "cluster_by_embedding",
+    "discrete_semantic_entropy", "rand_agreement", "max_entropy", "SHORT_ANSWER_SYSTEM", "SHORT_ANSWER_MAX_TOKENS",
+    "SAMPLE_TEMPERATURE", "N_SAMPLES", "GREEDY_TOP_LOGPROBS", "short_answer_messages", "sample_answers",
+    "auroc_difference", "cascade_confidence",
+]
 
 SameMeaning = Callable[[str, str], bool]
 """A test on two answer texts: True when they mean the same thing."""
@@ -271,8 +279,7 @@ def cascade_confidence(calibrated: Sequence[float] | np.ndarray, semantic: Seque
     expensive = np.asarray(semantic, dtype=float)
     if cheap.shape != expensive.shape or cheap.ndim != 1:
         raise ValueError(f"calibrated and semantic must be 1-D with the same length, got {cheap.shape} and {expensive.shape}")
-    if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    check_unit_interval(threshold, "threshold", include_zero=False)
     escalated = cheap < threshold
     if np.isnan(cheap).any() or ((cheap < 0) | (cheap > 1)).any():
         raise ValueError("calibrated confidences must lie in [0, 1]")

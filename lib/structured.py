@@ -24,6 +24,10 @@ import pydantic
 from lib.grammar import schema_for_model
 from lib.llm import LLM, Completion, Message
 
+__all__ = [
+    "Record", "MAX_ATTEMPTS", "StructuredResult", "ask_structured",
+]
+
 Record = TypeVar("Record", bound=pydantic.BaseModel)
 
 MAX_ATTEMPTS = 2

@@ -15,6 +15,11 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+__all__ = [
+    "TYPOGRAPHIC_TO_ASCII", "TextWithOrigins", "fold", "normalize_with_origins", "normalize_text",
+    "normalize_answer", "matches_gold",
+]
+
 TYPOGRAPHIC_TO_ASCII = str.maketrans(
     {
         **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'"),  # ‘ ’ ‚ ‛ ′

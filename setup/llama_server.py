@@ -7,7 +7,6 @@ and the tests of the server path use it, so all three start the server the READM
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import socket
 import subprocess

@@ -83,10 +83,7 @@ def uses_widgets(notebook: dict, widget_modules: set[str]) -> bool:
     """Whether a notebook shows an ipywidgets control: its code, or a lib module it uses, imports ipywidgets.
 
     (A stored widget view alone does not count: tqdm's progress bars are widgets too.)"""
-    for cell in notebook["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        code = code_of(cell)
+    for code in (code_of(cell) for cell in notebook["cells"] if cell["cell_type"] == "code"):
         if re.search(r"\bipywidgets\b", code):
             return True
         for module in widget_modules:
@@ -486,7 +483,7 @@ def check_widgets(driver, stem: str, result: Result) -> None:
         view.screenshot(str(SCREENSHOTS / f"{stem}-widget{number}-before.png"))
         try:
             action = move(driver, control, kind)
-            wait_for(lambda: output_signature(driver) != before, WIDGET_TIMEOUT,
+            wait_for(lambda before=before: output_signature(driver) != before, WIDGET_TIMEOUT,
                      f"the output to change after moving widget {number} ({kind} {label!r})")
             wait_idle(driver, WIDGET_TIMEOUT, f"the kernel after moving widget {number}")
             wait_for(lambda: not broken_images(driver)[1], 10, "the new images to load")

@@ -1,12 +1,16 @@
-"""Shared fixtures: the embedded model (loaded once) and a real llama-cpp-python server on 127.0.0.1."""
+"""Shared fixtures: the embedded model (loaded once), a real llama-cpp-python server on 127.0.0.1,
+and `ScriptedLLM` (the `fake_llm` fixture), the one stand-in for a model in unit tests."""
 from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from lib.llm import Completion, NextTokenLogprobs
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 # `make test` runs two pytest-xdist workers; the tests that load the model all run on one of them
@@ -14,6 +18,62 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # not make llama.cpp's spinning threads wait for each other. WORKBOOK_THREADS set by the caller wins.
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     os.environ.setdefault("WORKBOOK_THREADS", "1")
+
+
+class ScriptedLLM:
+    """The one stand-in for a model in unit tests: `chat` and `next_token_logprobs` answer from a script.
+
+    `chat` returns the next of `replies` (a `Completion`, or a text made into one that took
+    `seconds`) and records the request (the messages and every keyword argument) in `requests`;
+    a call past the script fails the test. `next_token_logprobs` returns the log-probabilities
+    `scores` of the asked `score_tokens` (all of them when none are asked; a token without a
+    score is left out, as a backend leaves out tokens it cannot score) and records the request
+    in `probes`. Tests import it (`from conftest import ScriptedLLM`) or take the `fake_llm` fixture.
+    """
+
+    def __init__(self, replies: Sequence[Completion | str] = (), *, scores: Mapping[str, float] | None = None,
+                 seconds: float = 1.0, backend_name: str = "scripted") -> None:
+        self.replies = list(replies)
+        self.scores = dict(scores or {})
+        self.seconds = seconds
+        self.backend_name = backend_name
+        self.requests: list[dict[str, Any]] = []
+        self.probes: list[dict[str, Any]] = []
+
+    def chat(self, messages: Sequence[Mapping[str, str]], **options: Any) -> Completion:
+        self.requests.append({"messages": list(messages), **options})
+        if not self.replies:
+            raise AssertionError(f"ScriptedLLM: chat call {len(self.requests)} has no scripted reply left")
+        reply = self.replies.pop(0)
+        return reply if isinstance(reply, Completion) else Completion(reply, "stop", 100, 20, self.seconds)
+
+    def next_token_logprobs(self, messages: Sequence[Mapping[str, str]], *, prefix: str = "", top_k: int = 20,
+                            score_tokens: Sequence[str] = ()) -> NextTokenLogprobs:
+        self.probes.append({"messages": list(messages), "prefix": prefix, "top_k": top_k,
+                            "score_tokens": tuple(score_tokens)})
+        asked = {token: value for token, value in self.scores.items() if not score_tokens or token in score_tokens}
+        return NextTokenLogprobs((), asked, self.seconds)
+
+
+def require_installed(module: str) -> Any:
+    """Import `module`, a pinned dependency: a test fails, never skips, when it is missing or broken.
+
+    `pytest.importorskip` would turn a broken install of a package the workbook pins
+    (pyproject.toml, setup/install.sh) into a quiet skip; here it is a failure that says how to repair it.
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except Exception as error:  # ImportError, or a broken package failing while it imports
+        pytest.fail(f"{module} is pinned by the workbook but does not import ({type(error).__name__}: {error}); "
+                    "reinstall with `make setup` (setup/install.sh)", pytrace=False)
+
+
+@pytest.fixture
+def fake_llm() -> type[ScriptedLLM]:
+    """`ScriptedLLM`, to build with the replies and scores a test needs: `fake_llm(["text"], scores={"yes": -0.1})`."""
+    return ScriptedLLM
 
 
 TESTS = Path(__file__).resolve().parent

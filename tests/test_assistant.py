@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -19,26 +18,23 @@ from lib import retrieval as R
 from lib.assistant import (
     ANSWERABILITY_QUESTION,
     ANSWERABILITY_SYSTEM_PROMPT,
+    PENDING,
     Assistant,
     SupportModel,
-    answer_field_logprobs,
     answer_is_right,
     answerability_messages,
     answerability_probability,
     decision_table,
-    fit_answerability_threshold,
-    fit_ask_gate,
-    fit_gates,
-    fit_perplexity_ceiling,
     quotes_verified,
 )
+from lib.assistant_fitting import fit_answerability_gate, fit_ask_gate, fit_gates, fit_perplexity_ceiling
 from lib.citations import FALLBACK_BANNER
 from lib.datasets import Section
-from lib.grounding import GROUNDING_SYSTEM_PROMPT
+from lib.grounding import GROUNDING_SYSTEM_PROMPT, answer_field_logprobs
 from lib.indexes import DenseIndex, chunk_by_heading
-from lib.llm import Completion, NextTokenLogprobs, TokenLogprob
+from lib.llm import Completion, TokenLogprob
 from lib.routing import Action
-from lib.selective import UnreachableTargetWarning
+from conftest import ScriptedLLM
 from test_indexes import fake_embed
 
 SECTIONS = [
@@ -68,27 +64,13 @@ BAD_QUOTE = json.dumps({"answer": "Five members",
 NO_QUOTES = json.dumps({"answer": "The sections do not say.", "quotes": []})
 
 
-class FakeLLM:
-    """Answers `chat` with prepared texts and `next_token_logprobs` with a prepared P(yes); counts calls."""
-
-    def __init__(self, replies=(), p_yes: float = 0.9, other: float = 0.0):
-        self.replies = list(replies)
-        self.p_yes, self.other = p_yes, other
-        self.chats: list[dict] = []
-        self.probes: list[dict] = []
-
-    def chat(self, messages, *, max_tokens, temperature=0.0, seed=None, grammar=None, json_schema=None,
-             top_logprobs=0):
-        self.chats.append({"messages": list(messages), "max_tokens": max_tokens})
-        return Completion(self.replies.pop(0), "stop", 100, 20, 1.0)
-
-    def next_token_logprobs(self, messages, *, prefix="", top_k=20, score_tokens=()):
-        self.probes.append({"messages": list(messages), "score_tokens": tuple(score_tokens), "top_k": top_k})
-        mass = 1.0 - self.other
-        # Split each answer's mass over its two spellings, to check they are summed.
-        scores = {"yes": math.log(0.75 * mass * self.p_yes), "Yes": math.log(0.25 * mass * self.p_yes),
-                  "no": math.log(0.5 * mass * (1 - self.p_yes)), "No": math.log(0.5 * mass * (1 - self.p_yes))}
-        return NextTokenLogprobs(top=(), scores={t: scores[t] for t in score_tokens})
+def FakeLLM(replies=(), p_yes: float = 0.9, other: float = 0.0) -> ScriptedLLM:
+    """Answers `chat` with prepared texts and the probe with P(yes) = `p_yes`, `other` of the mass elsewhere."""
+    mass = 1.0 - other
+    # Split each answer's mass over its two spellings, to check they are summed.
+    return ScriptedLLM(replies, scores={
+        "yes": math.log(0.75 * mass * p_yes), "Yes": math.log(0.25 * mass * p_yes),
+        "no": math.log(0.5 * mass * (1 - p_yes)), "No": math.log(0.5 * mass * (1 - p_yes))})
 
 
 @pytest.fixture(scope="module")
@@ -96,12 +78,17 @@ def index():
     return DenseIndex(chunk_by_heading(SECTIONS), fake_embed)
 
 
+def fixed_gates() -> dict[str, R.Gate | R.RetrievalGate]:
+    """The three gates at fixed thresholds (fitted on one accepted row, which only sets `reached_`)."""
+    return {"boundary_gate": R.Gate(threshold=0.2).fit([0.2], [True]),
+            "retrieval_gate": R.RetrievalGate(score_threshold=0.35, margin_threshold=0.2).fit(
+                pd.DataFrame({"top_score": [0.35], "margin": [0.2]}), [True]),
+            "ask_gate": R.Gate(threshold=0.25).fit([0.25], [True])}
+
+
 def make_assistant(index, llm, threshold=0.5):
-    return Assistant(llm=llm, scope=R.Scope(index, EXAMPLES), sections=TEXTS,
-                     boundary_gate=R.Gate.with_threshold(0.2),
-                     retrieval_gate=R.RetrievalGate.with_thresholds(0.35, 0.2),
-                     ask_gate=R.Gate.with_threshold(0.25), answerability_threshold=threshold,
-                     n_sources=2, n_offer=2, max_tokens=120)
+    return Assistant(llm=llm, scope=R.Scope(index, EXAMPLES), sections=TEXTS, **fixed_gates(),
+                     answerability_threshold=threshold, n_sources=2, n_offer=2, max_tokens=120)
 
 
 def test_out_of_scope_stops_at_the_boundary_without_model_calls(index):
@@ -110,7 +97,7 @@ def test_out_of_scope_stops_at_the_boundary_without_model_calls(index):
     assert trace.decision is Action.OUT_OF_SCOPE
     assert [s.verdict for s in trace.steps] == ["fail", "skipped", "skipped", "skipped", "skipped"]
     assert trace.step("boundary").numbers["threshold"] == 0.2
-    assert not llm.chats and not llm.probes
+    assert not llm.requests and not llm.probes
 
 
 def test_unsure_retrieval_with_close_sections_asks_offering_their_headings(index):
@@ -120,7 +107,7 @@ def test_unsure_retrieval_with_close_sections_asks_offering_their_headings(index
     assert trace.step("retrieval").verdict == "fail"
     assert [sid for sid, _ in trace.offered] == ["handbook/qualifying-exam", "handbook/thesis-committee"]
     assert "(1) Qualifying exam" in trace.reply and "(2) Thesis committee" in trace.reply
-    assert not llm.chats and not llm.probes
+    assert not llm.requests and not llm.probes
 
 
 def test_unsure_retrieval_with_nothing_close_hands_over(index):
@@ -128,7 +115,7 @@ def test_unsure_retrieval_with_nothing_close_hands_over(index):
     trace = make_assistant(index, llm).run(NOTHING_Q)
     assert trace.decision is Action.HAND_OVER
     assert "nothing is close" in trace.why
-    assert not llm.chats
+    assert not llm.requests
 
 
 def test_verified_quotes_and_high_answerability_answer(index):
@@ -139,7 +126,7 @@ def test_verified_quotes_and_high_answerability_answer(index):
     assert "handbook/thesis-committee" in trace.reply
     assert trace.answerability.probability == pytest.approx(0.9)
     # The model saw the two best sections, in the grounding prompt, with the set budget.
-    request = llm.chats[0]
+    request = llm.requests[0]
     assert request["messages"][0]["content"] == GROUNDING_SYSTEM_PROMPT and request["max_tokens"] == 120
     assert "[handbook/thesis-committee]" in request["messages"][1]["content"]
     assert "[handbook/qualifying-exam]" in request["messages"][1]["content"]
@@ -171,7 +158,7 @@ def test_unfitted_threshold_leaves_the_decision_pending_and_decide_needs_no_mode
     llm = FakeLLM([GOOD], p_yes=0.9)
     assistant = make_assistant(index, llm, threshold=math.nan)
     trace = assistant.run(GROUNDED_Q)
-    assert trace.decision is None and "PENDING" in trace.render()
+    assert trace.decision is PENDING and trace.decision_name == "PENDING" and "PENDING" in trace.render()
     assistant.answerability_threshold = 0.95
     assert assistant.decide(trace).decision is Action.HAND_OVER
     assistant.answerability_threshold = 0.85
@@ -179,7 +166,7 @@ def test_unfitted_threshold_leaves_the_decision_pending_and_decide_needs_no_mode
     assert decided.decision is Action.ACT
     assert [s.name for s in decided.steps] == ["boundary", "retrieval", "grounded answer", "citations",
                                                "answerability"]
-    assert len(llm.chats) == 1 and len(llm.probes) == 1
+    assert len(llm.requests) == 1 and len(llm.probes) == 1
 
 
 def test_trace_renders_every_step_with_its_numbers(index):
@@ -206,11 +193,7 @@ def test_answerability_sums_both_spellings_and_reports_off_label_mass():
 
 
 def test_answerability_is_nan_when_neither_answer_is_visible():
-    class Blind(FakeLLM):
-        def next_token_logprobs(self, messages, **kwargs):
-            return NextTokenLogprobs(top=(), scores={})
-
-    result = answerability_probability(Blind(), "How big?", {"a/b": "Four members."})
+    result = answerability_probability(ScriptedLLM(), "How big?", {"a/b": "Four members."})
     assert math.isnan(result.probability) and result.off_label_mass == 1.0
 
 
@@ -224,15 +207,14 @@ def test_answerability_threshold_fits_only_on_probed_traces(index):
     traces = [make_assistant(index, FakeLLM([GOOD], p_yes=p), threshold=math.nan).run(GROUNDED_Q)
               for p in (0.95, 0.9, 0.6, 0.4)]
     skipped = make_assistant(index, FakeLLM(), threshold=math.nan).run(OUT_Q)  # no probability: ignored
-    t = fit_answerability_threshold(traces + [skipped], [True, True, False, True, True], target_precision=0.9)
-    assert t == pytest.approx(0.9)
-    with pytest.warns(UnreachableTargetWarning):
-        t = fit_answerability_threshold(traces, [False] * 4)
-    assert t > 0.95
+    gate = fit_answerability_gate(traces + [skipped], [True, True, False, True, True], target_precision=0.9)
+    assert gate.threshold_ == pytest.approx(0.9) and gate.reached_ and gate.fitted_on_ == 4
+    unreachable = fit_answerability_gate(traces, [False] * 4)
+    assert not unreachable.reached_ and unreachable.threshold_ > 0.95
     with pytest.raises(ValueError, match="length"):
-        fit_answerability_threshold(traces, [True])
+        fit_answerability_gate(traces, [True])
     with pytest.raises(ValueError, match="no trace"):
-        fit_answerability_threshold([skipped], [True])
+        fit_answerability_gate([skipped], [True])
 
 
 def test_fit_gates_and_ask_gate_on_dev_frame(index):
@@ -244,11 +226,9 @@ def test_fit_gates_and_ask_gate_on_dev_frame(index):
         "section_ids": [["handbook/thesis-committee"], ["handbook/thesis-committee"], [], [],
                         ["handbook/qualifying-exam"], [], ["handbook/thesis-committee"]],
     })
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnreachableTargetWarning)
-        boundary, retrieval = fit_gates(dev, R.Scope(index, EXAMPLES))
-        assert not math.isnan(boundary.threshold_) and not math.isnan(retrieval.score_threshold_)
-        ask = fit_ask_gate(dev, boundary, retrieval, R.Scope(index, EXAMPLES), n_offer=2, target_precision=0.5)
+    boundary, retrieval = fit_gates(dev, R.Scope(index, EXAMPLES))
+    assert not math.isnan(boundary.threshold_) and not math.isnan(retrieval.score_threshold_)
+    ask = fit_ask_gate(dev, boundary, retrieval, R.Scope(index, EXAMPLES), n_offer=2, target_precision=0.5)
     assert not math.isnan(ask.threshold_)
 
 
@@ -275,16 +255,19 @@ def test_decision_table_has_fixed_rows_and_columns(index):
         decision_table(traces, ["answerable"])
 
 
+def test_decision_table_reads_saved_decision_names_too():
+    table = decision_table(["act", "ask", "hand_over", "PENDING"], ["answerable", "answerable", "unanswerable",
+                                                                     "answerable"])
+    assert table.loc["answerable", "act"] == 1 and table.loc["unanswerable", "hand_over"] == 1
+    assert list(table.columns)[-1] == "PENDING" and table.loc["answerable", "PENDING"] == 1
+
+
 def test_bad_arguments_are_refused(index):
     with pytest.raises(ValueError, match="n_sources"):
-        Assistant(llm=FakeLLM(), scope=R.Scope(index, EXAMPLES), sections=TEXTS,
-                  boundary_gate=R.Gate.with_threshold(0.2),
-                  retrieval_gate=R.RetrievalGate.with_thresholds(0.35, 0.2),
-                  ask_gate=R.Gate.with_threshold(0.25), n_sources=0)
+        Assistant(llm=FakeLLM(), scope=R.Scope(index, EXAMPLES), sections=TEXTS, **fixed_gates(), n_sources=0)
     with pytest.raises(NotFittedError, match="ask_gate"):
         Assistant(llm=FakeLLM(), scope=R.Scope(index, np.asarray(fake_embed(EXAMPLES))), sections=TEXTS,
-                  boundary_gate=R.Gate.with_threshold(0.2),
-                  retrieval_gate=R.RetrievalGate.with_thresholds(0.35, 0.2), ask_gate=R.Gate())
+                  **{**fixed_gates(), "ask_gate": R.Gate()})
 
 
 def test_repr_is_the_readable_trace_not_a_dump(index):
@@ -314,18 +297,11 @@ def test_answer_field_logprobs_reads_only_the_answer_tokens():
     assert answer_field_logprobs(Completion(GOOD, "stop", 100, 20, 1.0)) == []  # no tokens kept
 
 
-class TokenLLM(FakeLLM):
-    def chat(self, messages, **kwargs):
-        text = super().chat(messages, **kwargs).text
-        return tokenized(text, self.answer_logprob)
-
-
 def test_a_perplexity_ceiling_turns_an_unsure_answer_into_ask(index):
     for answer_logprob, ceiling, expected in ((math.log(0.5), math.inf, Action.ACT),
                                               (math.log(0.5), 1.5, Action.ASK),
                                               (math.log(0.9), 1.5, Action.ACT)):
-        llm = TokenLLM([GOOD], p_yes=0.9)
-        llm.answer_logprob = answer_logprob
+        llm = FakeLLM([tokenized(GOOD, answer_logprob)], p_yes=0.9)
         assistant = make_assistant(index, llm)
         assistant.perplexity_ceiling = ceiling
         trace = assistant.run(GROUNDED_Q)
@@ -393,7 +369,7 @@ def test_answer_past_boundary_asks_the_model_but_the_gates_still_decide(index):
     trace = make_assistant(index, llm).run(ASK_Q, answer_past_boundary=True)
     assert trace.decision is Action.ASK and trace.answerability.probability == pytest.approx(0.9)
     assert trace.shown_sections == ("handbook/qualifying-exam", "handbook/thesis-committee")
-    assert len(llm.chats) == 1 and not make_assistant(index, FakeLLM()).run(OUT_Q, answer_past_boundary=True).grounding
+    assert len(llm.requests) == 1 and not make_assistant(index, FakeLLM()).run(OUT_Q, answer_past_boundary=True).grounding
 
 
 def support_data():

@@ -12,11 +12,11 @@ from lib.calibration import (
     IsotonicCalibrator,
     PlattCalibrator,
     TemperatureScaling,
-    bootstrap_interval,
     brier,
     ece,
     nll,
     reliability_bins,
+    softmax_at_temperature,
 )
 from lib.selective import auroc
 
@@ -152,40 +152,6 @@ def test_brier_and_nll_hand_computed():
     assert nll([1.0], [0]) == pytest.approx(-np.log(1e-12))  # clipped, finite
 
 
-# --- bootstrap -------------------------------------------------------------------
-
-
-def test_bootstrap_interval_is_reproducible_and_contains_estimate():
-    confidence, correct = _overconfident(300, seed=4)
-    first = bootstrap_interval(ece, confidence, correct, n=300, seed=7)
-    assert first == bootstrap_interval(ece, confidence, correct, n=300, seed=7)
-    estimate, low, high = first
-    assert estimate == ece(confidence, correct)
-    assert low < high and low <= estimate + 0.02
-
-
-def test_bootstrap_resamples_rows_jointly():
-    # If rows were resampled separately, |x - y| would be > 0 for most resamples.
-    x = np.linspace(0, 1, 50)
-    _, low, high = bootstrap_interval(lambda a, b: float(np.abs(a - b).max()), x, x.copy(), n=200)
-    assert low == high == 0.0
-
-
-@pytest.mark.parametrize(
-    ("arrays", "kwargs", "message"),
-    [
-        ((), {}, "at least one array"),
-        (([0.1, 0.2], [1]), {}, "same number of rows"),
-        (([], []), {}, "empty"),
-        (([0.1], [1]), {"n": 0}, "n "),
-        (([0.1], [1]), {"level": 1.0}, "level"),
-    ],
-)
-def test_bootstrap_bad_input(arrays, kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        bootstrap_interval(ece, *arrays, **kwargs)
-
-
 # --- temperature scaling ---------------------------------------------------------
 
 
@@ -225,6 +191,16 @@ def test_temperature_scaling_2d_input_gives_2d_output():
     probabilities = TemperatureScaling().fit(logits, labels).predict_proba(logits)
     assert probabilities.shape == (100, 4)
     np.testing.assert_array_equal(probabilities.argmax(axis=1), logits.argmax(axis=1))
+
+
+def test_softmax_at_temperature_is_what_the_fitted_scaler_applies():
+    logits, labels = _synthetic_logits(200, 4, true_temperature=2.0, seed=3)
+    scaler = TemperatureScaling().fit(logits, labels)
+    np.testing.assert_allclose(softmax_at_temperature(logits, scaler.temperature_), scaler.predict_proba(logits))
+    ragged = softmax_at_temperature([np.log([0.5, 0.5]), np.log([0.2, 0.3, 0.5])], 1.0)
+    np.testing.assert_allclose(ragged, [[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
+    with pytest.raises(ValueError, match="temperature must be"):
+        softmax_at_temperature(logits, 0.0)
 
 
 def test_temperature_scaling_bad_input():
@@ -291,97 +267,6 @@ def test_platt_needs_both_classes_and_recovers_a_sigmoid():
     platt = PlattCalibrator().fit(confidence, correct)
     assert platt.slope_ == pytest.approx(0.5, abs=0.1)
     assert platt.intercept_ == pytest.approx(1.0, abs=0.15)
-
-
-# ---------------------------------------------------------------------------
-# Temperature scaling of saved results frames
-# ---------------------------------------------------------------------------
-
-
-def _full_frame():
-    """Three two-step decisions over 2 groups: (A: x, y), (B: z)."""
-    import pandas as pd
-
-    groups = type("Groups", (), {"groups": {"g1": ["x", "y"], "g2": ["z"]}})()
-    frame = pd.DataFrame({
-        "label": ["x", "y", "z"],
-        "pred": ["x", "x", "x"],
-        "code": ["A-A", "A-A", "A-A"],
-        "candidates": [["x", "y"]] * 3,
-        "group_options": [["A", "B"]] * 3,
-        "group_probs": [np.array([0.8, 0.2]), np.array([0.6, 0.4]), np.array([0.7, 0.3])],
-        "intent_probs": [np.array([0.9, 0.1]), np.array([0.55, 0.45]), np.array([0.5, 0.5])],
-    })
-    frame["confidence"] = [0.8 * 0.9, 0.6 * 0.55, 0.7 * 0.5]
-    return frame, groups
-
-
-def test_option_scores_full_labels_and_chosen():
-    from lib.runs import option_scores
-
-    frame, groups = _full_frame()
-    group, intent = option_scores(frame, "full", groups)
-    assert group.labels.tolist() == [0, 0, 1] and group.chosen.tolist() == [0, 0, 0]
-    assert intent.labels.tolist() == [0, 1, -1]  # z is not among group A's intents
-    with pytest.raises(ValueError, match="label_groups is required"):
-        option_scores(frame, "full")
-    with pytest.raises(ValueError, match="method must be"):
-        option_scores(frame, "magic", groups)
-
-
-def test_results_temperature_at_one_reproduces_saved_confidence_and_keeps_choice():
-    from lib.calibration import ResultsTemperatureScaling
-
-    frame, groups = _full_frame()
-    scaler = ResultsTemperatureScaling("full", groups).fit(frame)
-    assert scaler.fitted_rows_ == {"group": 3, "intent": 2}
-    unscaled = scaler.predict_confidence(frame, {"group": 1.0, "intent": 1.0})
-    np.testing.assert_allclose(unscaled, frame["confidence"], atol=1e-12)
-    hot = scaler.predict_confidence(frame, {"group": 50.0, "intent": 50.0})
-    assert np.all(hot <= 0.5 + 1e-9)  # near-uniform over two options each, product of two <= 1/2
-
-
-def test_results_temperature_logreg_lumps_the_rest_and_knn_uses_similarities():
-    import pandas as pd
-
-    from lib.calibration import ResultsTemperatureScaling
-    from lib.runs import option_scores
-
-    frame = pd.DataFrame({"label": ["a", "c"], "pred": ["a", "b"], "candidates": [["a", "b"], ["b", "a"]],
-                          "candidate_probs": [np.array([0.6, 0.3]), np.array([0.5, 0.2])],
-                          "confidence": [0.6, 0.5]})
-    (step,) = option_scores(frame, "embed-logreg")
-    assert step.labels.tolist() == [0, 2]  # "c" is outside the top candidates: the lumped option
-    np.testing.assert_allclose(np.exp(step.logprobs[1]).sum(), 1.0)
-    scaler = ResultsTemperatureScaling("embed-logreg").fit(frame)
-    np.testing.assert_allclose(scaler.predict_confidence(frame, {"class": 1.0}), [0.6, 0.5])
-    (knn,) = option_scores(frame, "knn")
-    assert knn.labels.tolist() == [0, -1]
-    with pytest.raises(NotFittedError):
-        ResultsTemperatureScaling("knn").predict_confidence(frame)
-
-
-def test_temperature_sweep_matches_predict_confidence_and_checks_arguments():
-    from lib.calibration import ResultsTemperatureScaling
-
-    frame, groups = _full_frame()
-    frame["correct"] = [True, False, False]
-    scaler = ResultsTemperatureScaling("full", groups).fit(frame)
-    sweep = scaler.temperature_sweep(frame, [0.5, 1.0, 2.0], step="intent")
-    assert sweep["temperature"].tolist() == [0.5, 1.0, 2.0]
-    for row in sweep.itertuples():
-        confidence = scaler.predict_confidence(frame, {"intent": row.temperature})
-        assert row.NLL == pytest.approx(nll(confidence, frame["correct"]))
-        assert row.ECE == pytest.approx(ece(confidence, frame["correct"]))
-        assert row.Brier == pytest.approx(brier(confidence, frame["correct"]))
-        assert row.mean_confidence == pytest.approx(confidence.mean())
-    assert sweep["mean_confidence"].is_monotonic_decreasing  # hotter = flatter = less sure of the chosen option
-    with pytest.raises(ValueError, match="say which step"):
-        scaler.temperature_sweep(frame, [1.0])
-    with pytest.raises(ValueError, match="step must be one of"):
-        scaler.temperature_sweep(frame, [1.0], step="class")
-    with pytest.raises(ValueError, match="> 0"):
-        scaler.temperature_sweep(frame, [0.0, 1.0], step="group")
 
 
 def test_quantile_ece_uses_the_quantile_bins():

@@ -6,7 +6,7 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from lib.checks import (check_binary, check_confidence, check_confidence_correct, check_positive_int, check_scores,
-                        require_fitted)
+                        check_unit_interval, require_fitted)
 
 
 def test_check_confidence_returns_a_float_array():
@@ -104,3 +104,17 @@ def test_check_scores_refuses_bad_input_naming_the_argument(values, message):
 
 def test_check_scores_lets_nan_through_when_asked():
     assert np.isnan(check_scores([0.5, float("nan")], allow_nan=True)[1])
+
+
+@pytest.mark.parametrize(("value", "rule", "allowed"), [
+    (0.0, {}, True), (1.0, {}, True), (0.5, {}, True), (-0.1, {}, False), (1.1, {}, False),
+    (0.0, {"include_zero": False}, False), (1.0, {"include_zero": False}, True),
+    (1.0, {"include_zero": False, "include_one": False}, False), (0.95, {"include_zero": False, "include_one": False}, True),
+    (float("nan"), {}, False), (True, {}, False), ("0.5", {}, False), (np.float64(0.3), {}, True),
+])
+def test_check_unit_interval_follows_its_two_rules(value, rule, allowed):
+    if allowed:
+        assert check_unit_interval(value, "level", **rule) == float(value)
+    else:
+        with pytest.raises(ValueError, match=r"level must lie in [\[(]0, 1[\])], got"):
+            check_unit_interval(value, "level", **rule)

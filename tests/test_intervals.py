@@ -1,11 +1,12 @@
-"""Tests of lib.intervals: the exact binomial interval."""
+"""Tests of lib.intervals: the exact binomial interval and the percentile bootstrap."""
 import math
 
 import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from lib.intervals import binomial_interval
+from lib.calibration import ece
+from lib.intervals import binomial_interval, bootstrap_interval
 
 
 def test_eight_of_eight_is_not_a_point():
@@ -57,3 +58,44 @@ def test_bad_level_is_refused():
     with pytest.raises(ValueError, match="level"):
         binomial_interval(1, 2, level=1.0)
     assert math.isfinite(binomial_interval(1, 2, level=0.5)[1])
+
+
+# --- bootstrap -------------------------------------------------------------------
+
+
+def _overconfident(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic over-confident system: stated confidence c, true accuracy c ** 2."""
+    rng = np.random.default_rng(seed)
+    confidence = rng.uniform(0.3, 1.0, n)
+    return confidence, rng.uniform(size=n) < confidence**2
+
+
+def test_bootstrap_interval_is_reproducible_and_contains_estimate():
+    confidence, correct = _overconfident(300, seed=4)
+    first = bootstrap_interval(ece, confidence, correct, n=300, seed=7)
+    assert first == bootstrap_interval(ece, confidence, correct, n=300, seed=7)
+    estimate, low, high = first
+    assert estimate == ece(confidence, correct)
+    assert low < high and low <= estimate + 0.02
+
+
+def test_bootstrap_resamples_rows_jointly():
+    # If rows were resampled separately, |x - y| would be > 0 for most resamples.
+    x = np.linspace(0, 1, 50)
+    _, low, high = bootstrap_interval(lambda a, b: float(np.abs(a - b).max()), x, x.copy(), n=200)
+    assert low == high == 0.0
+
+
+@pytest.mark.parametrize(
+    ("arrays", "kwargs", "message"),
+    [
+        ((), {}, "at least one array"),
+        (([0.1, 0.2], [1]), {}, "same number of rows"),
+        (([], []), {}, "empty"),
+        (([0.1], [1]), {"n": 0}, "n "),
+        (([0.1], [1]), {"level": 1.0}, "level"),
+    ],
+)
+def test_bootstrap_bad_input(arrays, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        bootstrap_interval(ece, *arrays, **kwargs)

@@ -38,7 +38,7 @@ PRIVATE_DOTTED = re.compile(r"\blib(?:\.\w+)*\._[A-Za-z]\w*")
 def repository_file_names() -> frozenset[str]:
     """Base names of every file in the checkout (build outputs, caches and the venv left out)."""
     names = set()
-    for folder, subfolders, files in os.walk(REPO):
+    for _folder, subfolders, files in os.walk(REPO):
         subfolders[:] = [name for name in subfolders if name not in SKIPPED_DIRS]
         names.update(files)
     return frozenset(names)
@@ -162,8 +162,10 @@ def test_the_section_link_check_catches_what_it_should():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_section_links_name_a_heading_that_exists(path):
     """A heading renamed in one notebook must not leave another notebook's link to it pointing nowhere."""
-    anchors_of = lambda name: heading_anchors([text for _, text in cells(path.parent / name, "markdown")]) \
-        if (path.parent / name).exists() else frozenset()
+    def anchors_of(name: str) -> frozenset[str]:
+        target = path.parent / name
+        return heading_anchors([text for _, text in cells(target, "markdown")]) if target.exists() else frozenset()
+
     problems = [f"cell {i}: {link}" for i, text in cells(path, "markdown") for link in broken_section_links(text, anchors_of)]
     assert not problems, f"{path.name} links to sections that no heading names: {problems}"
 
@@ -172,7 +174,7 @@ def test_section_links_name_a_heading_that_exists(path):
 NOTEBOOK_NUMBERS = re.compile(r"\b[Nn]otebooks?\s+(\d\d(?:(?:,\s*|\s+and\s+|\s+or\s+|-|–|\s+to\s+)\d\d)*)\b")
 # A link to a notebook whose text carries a number: [Next: 08 · Semantic entropy →](08-semantic-entropy.ipynb).
 NUMBERED_LINK = re.compile(r"\[[^\]]*?(?<![\d.])(\d\d) · [^\]]*\]\((\d\d)-[\w-]+\.ipynb\)")
-# A dotted lib name written out, e.g. lib.calibration.bootstrap_interval or lib.runs.
+# A dotted lib name written out, e.g. lib.intervals.bootstrap_interval or lib.runs.
 LIB_NAME = re.compile(r"(?<![\w.])lib(?:\.[A-Za-z_]\w*)+")
 MAX_CELLS = 60
 """One notebook is one class session: at most about 90 minutes and 60 cells (the syllabus)."""
@@ -242,7 +244,7 @@ def test_the_name_checks_catch_what_they_should():
     assert missing_notebook_numbers("[Next: 08 · Semantic entropy →](08-semantic-entropy.ipynb)", numbers) == []
     assert missing_notebook_numbers("[Next: 07 · Semantic entropy →](08-semantic-entropy.ipynb)", numbers) == [
         "link text 07 to 08-*.ipynb"]
-    assert missing_lib_names("`lib.calibration.bootstrap_interval`, `lib.runs`, lib.decisions.FullListDecider.decide, "
+    assert missing_lib_names("`lib.intervals.bootstrap_interval`, `lib.runs`, lib.decisions.FullListDecider.decide, "
                              "`lib.selective.auroc`, from `lib.question_runs`.") == []
     assert missing_lib_names("`lib.calibration.fit_x`, `lib.nothing`, lib.decisions.FullListDecider.no_such_method") == [
         "lib.calibration.fit_x", "lib.decisions.FullListDecider.no_such_method", "lib.nothing"]

@@ -2,13 +2,10 @@
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from lib.assistant import decision_table, fit_answerability_threshold
 from lib.decisions import ShortlistDecider
 from lib.datasets import banking77_pool, load_label_groups
 from lib.indexes import IntentRetriever
@@ -89,17 +86,8 @@ def test_every_run_has_a_recording_to_replay_and_the_shared_questions_are_stable
     assert (questions["answer"].str.len() <= 20).all() and (questions["type"] == "answerable").all()
 
 
-class _FakeChat:
-    def __init__(self):
-        self.requests = []
-
-    def chat(self, messages, **options):
-        self.requests.append(options)
-        return type("Reply", (), {"text": f"answer {len(self.requests)}", "seconds": 0.25})()
-
-
-def test_sample_answers_draws_seeded_samples_after_one_greedy_answer():
-    llm = _FakeChat()
+def test_sample_answers_draws_seeded_samples_after_one_greedy_answer(fake_llm):
+    llm = fake_llm([f"answer {i}" for i in range(1, 5)], seconds=0.25)
     timer = CallTimer(llm)
     greedy, samples = sample_answers(timer, "When?", "Section text.", n_samples=3)
     assert [r["temperature"] for r in llm.requests] == [0.0, 0.7, 0.7, 0.7]
@@ -124,18 +112,9 @@ def test_paired_auroc_difference():
         auroc_difference(good[:10], noise, correct)
 
 
-def test_saved_answerability_probabilities_fit_like_traces():
-    p_yes = [0.9, 0.85, 0.6, math.nan, 0.95]
-    right = [True, True, False, True, True]
-    threshold = fit_answerability_threshold(p_yes, right, target_precision=0.9)
-    assert 0.6 < threshold <= 0.85
-    table = decision_table(["act", "ask", "hand_over"], ["answerable", "answerable", "unanswerable"])
-    assert table.loc["answerable", "act"] == 1 and table.loc["unanswerable", "hand_over"] == 1
-
-
-def test_a_names_shortlist_writes_its_prompt_anywhere_but_decides_only_embedded():
+def test_a_names_shortlist_writes_its_prompt_anywhere_but_decides_only_embedded(fake_llm):
     pool = banking77_pool().groupby("label", sort=True).head(2).reset_index(drop=True)
-    decider = ShortlistDecider(CallTimer(_FakeChat()), IntentRetriever(pool), load_label_groups("banking77"),
+    decider = ShortlistDecider(CallTimer(fake_llm()), IntentRetriever(pool), load_label_groups("banking77"),
                                answer="names", n_orders=1, calibrate=False, debias="none")
     prompt = decider.messages(["card_arrival", "lost_or_stolen_card"], "Where is my card?")[-1]["content"]
     assert "- card_arrival:" in prompt and prompt.endswith("Customer message: Where is my card?")
@@ -192,19 +171,3 @@ def test_notebook_05_runs_replay_its_recordings_and_decide_each_message_both_way
         assert not any("exchange" in item["label"] or item["label"] == "oos" for item in items)
     prompt = code_routing_prompt(load_label_groups("banking77"))
     assert prompt.count("\n  ") == 77 and "\n  C-F top_up_by_card_charge\n" in prompt
-
-
-def test_the_last_step_is_fitted_on_verified_judged_dev_answers_only():
-    from lib.question_runs import dev_answers, fit_support
-
-    rng = np.random.default_rng(1)
-    n = 40
-    rows = pd.DataFrame({"verified": rng.uniform(size=n) < 0.8, "p_yes": rng.uniform(size=n),
-                         "top_score": rng.uniform(0.3, 0.7, n), "margin": rng.uniform(0, 0.2, n)})
-    rows["right"] = pd.Series(rows["p_yes"] > 0.4, dtype=object)
-    rows.loc[[0, 1], "right"] = None
-    rows.loc[2, "p_yes"] = math.nan
-    kept = dev_answers(rows)
-    assert set(kept.index) == set(rows.index[rows["verified"]]) - {0, 1, 2}
-    support = fit_support(rows, 0.9)
-    assert support.target_precision == 0.9 and support.coef_[0] > 0 and support.reached_

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lib.llm import BackendConfig
+from lib.openai_compatible import ServerUnavailableError
 from lib.recording import (CombinedRecordings, RecordedLLM, RecordingBusyError, RecordingMissingError, RecordingStore,
                            create_backend, current_mode, discard_abandoned, discard_pending, finish_pending,
                            pending_path, recording_lock, request_key)
@@ -128,7 +129,7 @@ def test_a_failing_model_never_erases_the_recording(tmp_path, embedded) -> None:
     _record(tmp_path, embedded)
     before = (tmp_path / "demo.jsonl").read_bytes()
     llm = _recorded(tmp_path, "record", _closed_port_server)
-    with pytest.raises(Exception):
+    with pytest.raises(ServerUnavailableError, match="127.0.0.1:9"):
         llm.chat([{"role": "user", "content": "hello"}], max_tokens=4)
     assert (tmp_path / "demo.jsonl").read_bytes() == before
     assert discard_pending(tmp_path) == ["demo"]  # what a runner does when the notebook failed

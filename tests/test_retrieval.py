@@ -24,7 +24,6 @@ from lib.retrieval import (
     route_many,
 )
 from lib.routing import Action
-from lib.selective import UnreachableTargetWarning
 from test_indexes import FixedIndex, fake_embed, sections, stub_chunk  # noqa: F401 (sections is a fixture)
 
 # --------------------------------------------------------------------------- gates
@@ -66,8 +65,7 @@ def test_retrieval_gate_uses_margin_when_score_alone_is_not_enough():
     # where the score alone separates, the margin is not used
     easy = RetrievalGate(target_precision=1.0).fit(features.iloc[[0, 1, 2, 5, 6]], positive[[0, 1, 2, 5, 6]])
     assert easy.margin_threshold_ == -math.inf and easy.score_threshold_ == pytest.approx(0.60)
-    with pytest.warns(UnreachableTargetWarning):
-        none = RetrievalGate().fit(features, np.zeros(7, bool))
+    none = RetrievalGate().fit(features, np.zeros(7, bool))
     assert not none.reached_ and not none.predict(features).any()
 
 
@@ -120,10 +118,14 @@ def routing_setup(sections):
     return Scope(index, examples)
 
 
+ONE_ROW = pd.DataFrame({"top_score": [0.5], "margin": [0.1]})
+"""A fixed-threshold gate is fitted too (it measures `reached_`); one row is enough here."""
+
+
 def test_route_each_path(routing_setup):
     scope = routing_setup
-    boundary = Gate.with_threshold(0.2)
-    retrieval = RetrievalGate.with_thresholds(0.2, 0.05)
+    boundary = Gate(threshold=0.2).fit([0.2], [True])
+    retrieval = RetrievalGate(score_threshold=0.2, margin_threshold=0.05).fit(ONE_ROW, [True])
 
     v = route_many(["write a poem about the ocean"], boundary, retrieval, scope)[0]
     assert v.route is Action.OUT_OF_SCOPE and v.failed_gate == "boundary" and v.sources == ()
@@ -139,7 +141,7 @@ def test_route_each_path(routing_setup):
     assert v.route is Action.ASK and v.failed_gate == "retrieval_margin"
     assert v.top_score >= 0.2 and v.margin < 0.05 and v.top_section_id != v.runner_up_section_id and v.sources == ()
 
-    strict = RetrievalGate.with_thresholds(0.99, 0.0)
+    strict = RetrievalGate(score_threshold=0.99, margin_threshold=0.0).fit(ONE_ROW, [True])
     v = route_many(["how do I connect to the VPN"], boundary, strict, scope)[0]
     assert v.route is Action.ASK and v.failed_gate == "retrieval_score"
 

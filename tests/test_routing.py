@@ -75,11 +75,11 @@ def test_threshold_router_rules_on_hand_built_data():
     confidence, correct = _blocks()
     # ACT: 0.99 block is 30/30; adding 0.9 gives 57/60 = 0.95 < 0.97.
     # ASK band accuracy going down: 0.9 -> 27/30, 0.6 -> 45/60 = 0.75, 0.2 -> 48/90 = 0.533.
-    router = ThresholdRouter(target_act_accuracy=0.97, min_ask_accuracy=0.5).fit(confidence, correct)
-    assert router.reached_target_ and router.act_threshold_ == 0.99 and router.hand_over_threshold_ == 0.2
+    router = ThresholdRouter(target_precision=0.97, min_ask_accuracy=0.5).fit(confidence, correct)
+    assert router.reached_ and router.act_threshold_ == 0.99 and router.hand_over_threshold_ == 0.2
     assert router.act_coverage_ == 0.25 and router.act_accuracy_ == 1.0
     assert router.fitted_on_ == 120
-    stricter = ThresholdRouter(target_act_accuracy=0.95, min_ask_accuracy=0.6).fit(confidence, correct)
+    stricter = ThresholdRouter(target_precision=0.95, min_ask_accuracy=0.6).fit(confidence, correct)
     assert stricter.act_threshold_ == 0.9 and stricter.hand_over_threshold_ == 0.6
     assert stricter.ask_accuracy_ == 0.6 and stricter.ask_coverage_ == 0.25
     assert stricter.predict([0.95, 0.9, 0.7, 0.6, 0.59]).tolist() == [ACT, ACT, ASK, ASK, HAND_OVER]
@@ -90,13 +90,13 @@ def test_threshold_router_min_act_count_ignores_a_few_lucky_items():
     correct = np.concatenate([np.ones(5), np.arange(100) < 80])
     assert ThresholdRouter(0.97, min_act_count=5).fit(confidence, correct).act_threshold_ == 0.99
     cautious = ThresholdRouter(0.97, min_act_count=20).fit(confidence, correct)
-    assert not cautious.reached_target_ and cautious.act_threshold_ == math.inf
+    assert not cautious.reached_ and cautious.act_threshold_ == math.inf
 
 
 def test_threshold_router_unreachable_target_acts_on_nothing():
     confidence, correct = _blocks()
-    router = ThresholdRouter(target_act_accuracy=1.0, min_act_count=31).fit(confidence, correct)
-    assert router.reached_target_ is False and router.act_threshold_ == math.inf
+    router = ThresholdRouter(target_precision=1.0, min_act_count=31).fit(confidence, correct)
+    assert router.reached_ is False and router.act_threshold_ == math.inf
     assert math.isnan(router.act_accuracy_) and router.act_coverage_ == 0.0
     assert ACT not in router.predict(confidence).tolist()
     assert router.hand_over_threshold_ == 0.2  # the whole data set is the ASK band: 78/120 >= 0.5
@@ -104,16 +104,16 @@ def test_threshold_router_unreachable_target_acts_on_nothing():
 
 def test_threshold_router_no_ask_band_when_floor_is_missed_right_away():
     confidence, correct = _blocks()
-    router = ThresholdRouter(target_act_accuracy=0.97, min_ask_accuracy=0.95).fit(confidence, correct)
+    router = ThresholdRouter(target_precision=0.97, min_ask_accuracy=0.95).fit(confidence, correct)
     assert router.hand_over_threshold_ == router.act_threshold_ == 0.99
     assert router.predict([0.99, 0.98]).tolist() == [ACT, HAND_OVER]
 
 
 def test_threshold_router_checks_arguments_and_fitting():
-    with pytest.raises(ValueError, match="target_act_accuracy"):
-        ThresholdRouter(target_act_accuracy=1.5)
+    with pytest.raises(ValueError, match="target_precision"):
+        ThresholdRouter(target_precision=1.5).fit([0.5, 0.6], [1, 0])
     with pytest.raises(ValueError, match="min_act_count"):
-        ThresholdRouter(min_act_count=0)
+        ThresholdRouter(min_act_count=0).fit([0.5, 0.6], [1, 0])
     with pytest.raises(NotFittedError, match="ThresholdRouter is not fitted yet"):
         ThresholdRouter().predict([0.5])
     with pytest.raises(ValueError, match="same length"):
@@ -125,7 +125,7 @@ def test_threshold_router_checks_arguments_and_fitting():
 def test_threshold_router_holds_its_target_on_held_out_data():
     calib = _synthetic(4000, seed=1)
     test_confidence, test_correct = _synthetic(20000, seed=2)
-    router = ThresholdRouter(target_act_accuracy=0.95).fit(*calib)
+    router = ThresholdRouter(target_precision=0.95).fit(*calib)
     summary = outcomes(router.predict(test_confidence), test_correct)
     assert summary["act_accuracy"] == pytest.approx(0.95, abs=0.015)
     assert summary["share_act"] == pytest.approx(router.act_coverage_, abs=0.03)

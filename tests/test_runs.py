@@ -7,10 +7,12 @@ import threading
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.exceptions import NotFittedError
 
+from lib.calibration import brier, ece, nll
 from lib.datasets import OUT_OF_SCOPE
 from lib.decisions import IntentDecision, DecisionStep
-from lib.runs import (METHODS, complete_methods, confidence_signals, load_results, load_split, option_scores,
+from lib.runs import (METHODS, ResultsTemperatureScaling, complete_methods, confidence_signals, load_results, load_split, option_scores,
                       processing_order, results_header, results_path, run_is_complete, run_progress, run_split,
                       run_table)
 
@@ -379,3 +381,79 @@ def test_option_scores_at_temperature_one_give_the_saved_confidence():
     assert step.step == "class" and step.labels.tolist() == [0, 2] and step.chosen.tolist() == [0, 0]
     chosen = [np.exp(scores[i]) / np.exp(scores).sum() for scores, i in zip(step.logprobs, step.chosen)]
     assert np.allclose(chosen, frame["confidence"])
+
+
+# --------------------------------------------------------------------------- temperature scaling of saved results frames
+
+
+def _full_frame():
+    """Three two-step decisions over 2 groups: (A: x, y), (B: z)."""
+    groups = type("Groups", (), {"groups": {"g1": ["x", "y"], "g2": ["z"]}})()
+    frame = pd.DataFrame({
+        "label": ["x", "y", "z"],
+        "pred": ["x", "x", "x"],
+        "code": ["A-A", "A-A", "A-A"],
+        "candidates": [["x", "y"]] * 3,
+        "group_options": [["A", "B"]] * 3,
+        "group_probs": [np.array([0.8, 0.2]), np.array([0.6, 0.4]), np.array([0.7, 0.3])],
+        "intent_probs": [np.array([0.9, 0.1]), np.array([0.55, 0.45]), np.array([0.5, 0.5])],
+    })
+    frame["confidence"] = [0.8 * 0.9, 0.6 * 0.55, 0.7 * 0.5]
+    return frame, groups
+
+
+def test_option_scores_full_labels_and_chosen():
+    frame, groups = _full_frame()
+    group, intent = option_scores(frame, "full", groups)
+    assert group.labels.tolist() == [0, 0, 1] and group.chosen.tolist() == [0, 0, 0]
+    assert intent.labels.tolist() == [0, 1, -1]  # z is not among group A's intents
+    with pytest.raises(ValueError, match="label_groups is required"):
+        option_scores(frame, "full")
+    with pytest.raises(ValueError, match="method must be"):
+        option_scores(frame, "magic", groups)
+
+
+def test_results_temperature_at_one_reproduces_saved_confidence_and_keeps_choice():
+    frame, groups = _full_frame()
+    scaler = ResultsTemperatureScaling("full", groups).fit(frame)
+    assert scaler.fitted_rows_ == {"group": 3, "intent": 2}
+    unscaled = scaler.predict_confidence(frame, {"group": 1.0, "intent": 1.0})
+    np.testing.assert_allclose(unscaled, frame["confidence"], atol=1e-12)
+    hot = scaler.predict_confidence(frame, {"group": 50.0, "intent": 50.0})
+    assert np.all(hot <= 0.5 + 1e-9)  # near-uniform over two options each, product of two <= 1/2
+
+
+def test_results_temperature_logreg_lumps_the_rest_and_knn_uses_similarities():
+    frame = pd.DataFrame({"label": ["a", "c"], "pred": ["a", "b"], "candidates": [["a", "b"], ["b", "a"]],
+                          "candidate_probs": [np.array([0.6, 0.3]), np.array([0.5, 0.2])],
+                          "confidence": [0.6, 0.5]})
+    (step,) = option_scores(frame, "embed-logreg")
+    assert step.labels.tolist() == [0, 2]  # "c" is outside the top candidates: the lumped option
+    np.testing.assert_allclose(np.exp(step.logprobs[1]).sum(), 1.0)
+    scaler = ResultsTemperatureScaling("embed-logreg").fit(frame)
+    np.testing.assert_allclose(scaler.predict_confidence(frame, {"class": 1.0}), [0.6, 0.5])
+    (knn,) = option_scores(frame, "knn")
+    assert knn.labels.tolist() == [0, -1]
+    with pytest.raises(NotFittedError):
+        ResultsTemperatureScaling("knn").predict_confidence(frame)
+
+
+def test_temperature_sweep_matches_predict_confidence_and_checks_arguments():
+    frame, groups = _full_frame()
+    frame["correct"] = [True, False, False]
+    scaler = ResultsTemperatureScaling("full", groups).fit(frame)
+    sweep = scaler.temperature_sweep(frame, [0.5, 1.0, 2.0], step="intent")
+    assert sweep["temperature"].tolist() == [0.5, 1.0, 2.0]
+    for row in sweep.itertuples():
+        confidence = scaler.predict_confidence(frame, {"intent": row.temperature})
+        assert row.NLL == pytest.approx(nll(confidence, frame["correct"]))
+        assert row.ECE == pytest.approx(ece(confidence, frame["correct"]))
+        assert row.Brier == pytest.approx(brier(confidence, frame["correct"]))
+        assert row.mean_confidence == pytest.approx(confidence.mean())
+    assert sweep["mean_confidence"].is_monotonic_decreasing  # hotter = flatter = less sure of the chosen option
+    with pytest.raises(ValueError, match="say which step"):
+        scaler.temperature_sweep(frame, [1.0])
+    with pytest.raises(ValueError, match="step must be one of"):
+        scaler.temperature_sweep(frame, [1.0], step="class")
+    with pytest.raises(ValueError, match="> 0"):
+        scaler.temperature_sweep(frame, [0.0, 1.0], step="group")

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
 from lib.selective import (UnreachableTargetWarning, accuracy_at_coverage, accuracy_coverage, agreement_features,
-                           auroc, aurc, fit_threshold, precision_at_recall, risk_coverage, threshold_curve,
-                           tie_aware_accuracy_coverage, top_two_gap)
+                           auroc, aurc, fit_threshold, precision_at_recall, risk_coverage, target_reached,
+                           threshold_curve, tie_aware_accuracy_coverage, top_two_gap)
 
 # Ties on purpose: 0.9 twice, one right and one wrong.
 CONFIDENCE = [0.8, 0.9, 0.5, 0.9]
@@ -71,7 +71,7 @@ def test_fit_threshold_min_count_nan_and_quiet_mode():
         warnings.simplefilter("error")
         assert fit_threshold(scores, correct, 1.0, min_count=5, warn=False) == math.inf
     assert fit_threshold(scores, correct, 0.0) == 0.8  # target 0: every item with a score
-    with pytest.raises(ValueError, match="target_accuracy"):
+    with pytest.raises(ValueError, match="target_precision"):
         fit_threshold(scores, correct, 1.5)
     with pytest.raises(ValueError, match="min_count"):
         fit_threshold(scores, correct, 0.9, min_count=0)
@@ -242,3 +242,18 @@ def test_top_two_gap_is_the_lead_of_the_best_option():
     assert top_two_gap([0.9]) == 0.9  # a single option leads by all of it
     with pytest.raises(ValueError, match="empty"):
         top_two_gap([])
+
+
+def test_target_reached_is_the_rule_fit_threshold_applies():
+    scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5])
+    correct = np.array([True, True, False, True, False])
+    for target in (0.5, 0.7, 0.75, 0.8, 1.0):
+        threshold = fit_threshold(scores, correct, target, warn=False)
+        assert target_reached(scores >= threshold, correct, target) is math.isfinite(threshold)
+    assert target_reached([True, True, False], [1, 0, 0], 0.5) and not target_reached([True, True, False], [1, 0, 0], 0.6)
+    assert not target_reached([False, False], [1, 1], 0.0)  # nothing accepted never reaches a target
+    assert not target_reached([True, True], [1, 1], 1.0, min_count=3)
+    with pytest.raises(ValueError, match="same length"):
+        target_reached([True], [1, 0], 0.5)
+    with pytest.raises(ValueError, match="target_precision"):
+        target_reached([True], [1], 1.2)

@@ -6,7 +6,6 @@ import math
 import numpy as np
 import pytest
 
-from lib.llm import NextTokenLogprobs
 from lib.semantic_entropy import (LLMEntailment, bidirectional, cascade_confidence, cluster_by_embedding,
                                   cluster_by_meaning, discrete_semantic_entropy, max_entropy, rand_agreement)
 from lib.text import matches_gold, normalize_answer
@@ -113,34 +112,21 @@ def test_normalize_answer():
         matches_gold("anything", "?!")
 
 
-class _FakeLLM:
-    """Scores "yes" and "no" as given; None leaves the word out, as a server does with a token
-    outside its top candidates."""
-
-    def __init__(self, yes: float | None, no: float | None) -> None:
-        self.yes, self.no, self.messages = yes, no, []
-
-    def next_token_logprobs(self, messages, *, prefix="", top_k=20, score_tokens=()):
-        self.messages.append(messages)
-        scores = {word: score for word, score in (("yes", self.yes), ("no", self.no)) if score is not None}
-        return NextTokenLogprobs((), scores, 0.25)
-
-
-def test_llm_entailment_compares_yes_and_no_and_counts_cost():
-    llm = _FakeLLM(yes=-0.1, no=-2.5)
+def test_llm_entailment_compares_yes_and_no_and_counts_cost(fake_llm):
+    llm = fake_llm(scores={"yes": -0.1, "no": -2.5}, seconds=0.25)
     entails = LLMEntailment(llm, "How many credits?")
     assert entails("48", "forty-eight")
     assert entails.calls == 1 and entails.seconds == pytest.approx(0.25)
-    assert "How many credits?" in llm.messages[0][-1]["content"]
-    assert not LLMEntailment(_FakeLLM(yes=-3.0, no=-0.1), "q")("a", "b")
+    assert "How many credits?" in llm.probes[0]["messages"][-1]["content"]
+    assert not LLMEntailment(fake_llm(scores={"yes": -3.0, "no": -0.1}), "q")("a", "b")
 
 
-def test_llm_entailment_on_a_server_that_reports_only_one_of_the_two_words():
+def test_llm_entailment_on_a_server_that_reports_only_one_of_the_two_words(fake_llm):
     """A word outside a server's top candidates is less likely than every one of them."""
-    assert LLMEntailment(_FakeLLM(yes=-0.5, no=None), "q")("a", "b")
-    assert not LLMEntailment(_FakeLLM(yes=None, no=-0.5), "q")("a", "b")
+    assert LLMEntailment(fake_llm(scores={"yes": -0.5}), "q")("a", "b")
+    assert not LLMEntailment(fake_llm(scores={"no": -0.5}), "q")("a", "b")
     with pytest.raises(ValueError, match="neither 'yes' nor 'no'.*embedded backend"):
-        LLMEntailment(_FakeLLM(yes=None, no=None), "q")("a", "b")
+        LLMEntailment(fake_llm(), "q")("a", "b")
 
 
 def test_cascade_confidence_escalates_only_below_the_threshold():

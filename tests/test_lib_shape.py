@@ -1,0 +1,373 @@
+"""The shape of `lib`, kept by tests so that it does not drift back.
+
+* the import graph of `lib` (imports inside functions included) has no cycle, and its longest
+  chain of modules is at most `MAX_CHAIN`: a module low in the graph (`checks`, `intervals`,
+  `calibration`) can be read and tested without the model, the server or the saved runs;
+* no `lib` or `setup` module passes `MAX_LINES` lines;
+* no public name (class, function, constant) is defined at the top level of two `lib` modules:
+  one idea, one owner;
+* every `lib` module declares `__all__` holding its public names, and lib/README.md lists them;
+* no notebook uses a private `lib` name (`lib.x._y`, `from lib.x import _y`, `A._y` after
+  `from lib import x as A`) or pyplot (figures are `matplotlib.figure.Figure`, which a notebook
+  displays without global state).
+
+Each check is a function of source text, so the self-tests below plant a violation in
+synthetic source and see the check catch it, without touching `lib`.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+MAX_CHAIN = 9
+"""Most modules on one chain of imports inside `lib`, the importing module and the last one imported included."""
+MAX_LINES = 700
+
+
+def lib_sources(root: Path = REPO / "lib") -> dict[str, str]:
+    """Source of every module of `lib`, by module name (`__init__` included)."""
+    return {path.stem: path.read_text(encoding="utf-8") for path in sorted(root.glob("*.py"))}
+
+
+# --------------------------------------------------------------------------- the import graph
+
+
+def import_graph(sources: Mapping[str, str]) -> dict[str, set[str]]:
+    """The `lib` modules each module imports, anywhere in its source (function bodies included).
+
+    `from lib import x` is an import of module `x` when `lib/x.py` exists, else of `lib/__init__.py`.
+    """
+    graph: dict[str, set[str]] = {}
+    for module, source in sources.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name.split(".")[1] for alias in node.names if alias.name.startswith("lib.")}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module.startswith("lib."):
+                    targets.add(node.module.split(".")[1])
+                elif node.module == "lib":
+                    targets |= {alias.name if alias.name in sources else "__init__" for alias in node.names}
+        graph[module] = {target for target in targets if target in sources} - {module}
+    return graph
+
+
+def find_cycle(graph: Mapping[str, set[str]]) -> list[str]:
+    """One cycle of the graph as `[a, b, ..., a]`, or `[]` when there is none."""
+    state: dict[str, str] = {}  # "open" while on the current path, "done" once fully explored
+
+    def visit(module: str, path: list[str]) -> list[str]:
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                return path[path.index(target):] + [target]
+            if target not in state and (cycle := visit(target, path + [target])):
+                return cycle
+        state[module] = "done"
+        return []
+
+    for module in sorted(graph):
+        if module not in state and (cycle := visit(module, [module])):
+            return cycle
+    return []
+
+
+def longest_chains(graph: Mapping[str, set[str]]) -> dict[str, list[str]]:
+    """For each module of an acyclic graph, its longest path of imports `[module, ..., last imported]`."""
+    longest: dict[str, list[str]] = {}
+
+    def chain(module: str) -> list[str]:
+        if module not in longest:
+            below = [chain(target) for target in sorted(graph[module])]
+            longest[module] = [module] + max(below, key=len, default=[])
+        return longest[module]
+
+    return {module: chain(module) for module in sorted(graph)}
+
+
+def longest_chain(graph: Mapping[str, set[str]]) -> list[str]:
+    """The longest path of imports of an acyclic graph."""
+    return max(longest_chains(graph).values(), key=len, default=[])
+
+
+def test_lib_imports_have_no_cycle_and_a_short_longest_chain():
+    graph = import_graph(lib_sources())
+    cycle = find_cycle(graph)
+    assert not cycle, f"lib has an import cycle: {' -> '.join(cycle)}; move the shared name below both modules"
+    chain = longest_chain(graph)
+    assert len(chain) <= MAX_CHAIN, (
+        f"lib's longest import chain has {len(chain)} modules (at most {MAX_CHAIN}): {' -> '.join(chain)}; "
+        "move what the top module needs to a module lower down")
+
+
+def test_calibration_maths_sits_near_the_bottom():
+    chain = longest_chains(import_graph(lib_sources()))["calibration"]
+    assert len(chain) <= 2, f"calibration should import only lib.checks, not: {' -> '.join(chain)}"
+
+
+GRAPH_CASES = {
+    "a cycle through a function-level import": (
+        {"a": "from lib.b import f\n", "b": "def g():\n    from lib.a import h\n"}, ["a", "b", "a"], None),
+    "a cycle through `from lib import module`": (
+        {"a": "from lib import b\n", "b": "import lib.c\n", "c": "from lib import a\n"}, ["a", "b", "c", "a"], None),
+    "a chain of ten modules": (
+        {f"m{i}": f"from lib.m{i + 1} import x\n" for i in range(9)} | {"m9": "x = 1\n"}, [], 10),
+    "no cycle, a chain of three": (
+        {"a": "import numpy\nfrom lib.b import f\n", "b": "from lib.c import g\nfrom lib import h\n",
+         "c": "import os\n", "__init__": ""}, [], 3),
+}
+
+
+@pytest.mark.parametrize("case", GRAPH_CASES, ids=list(GRAPH_CASES))
+def test_graph_checks_catch_a_planted_cycle_or_long_chain(case):
+    sources, cycle, chain_length = GRAPH_CASES[case]
+    graph = import_graph(sources)
+    assert find_cycle(graph) == cycle
+    if chain_length is not None:
+        assert len(longest_chain(graph)) == chain_length
+    if chain_length == 10:
+        assert len(longest_chain(graph)) > MAX_CHAIN  # the real test would refuse this lib
+
+
+# --------------------------------------------------------------------------- module sizes
+
+
+def oversized(sources: Mapping[str, str], limit: int = MAX_LINES) -> dict[str, int]:
+    """The modules longer than `limit` lines, with their line counts."""
+    return {name: len(source.splitlines()) for name, source in sources.items() if len(source.splitlines()) > limit}
+
+
+def test_no_lib_or_setup_module_passes_700_lines():
+    sources = {str(path.relative_to(REPO)): path.read_text(encoding="utf-8")
+               for folder in ("lib", "setup") for path in sorted((REPO / folder).glob("*.py"))}
+    assert not oversized(sources), f"modules over {MAX_LINES} lines (split them by idea): {oversized(sources)}"
+
+
+@pytest.mark.parametrize(("lines", "flagged"), [(MAX_LINES, False), (MAX_LINES + 1, True)])
+def test_size_check_flags_one_line_too_many(lines, flagged):
+    assert bool(oversized({"big": "x = 1\n" * lines})) is flagged
+
+
+# --------------------------------------------------------------------------- one owner per public name
+
+
+def public_definitions(source: str) -> set[str]:
+    """Public names a module defines at its top level: classes, functions and assigned constants."""
+    names: set[str] = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {target.id for assigned in node.targets for target in ast.walk(assigned)
+                      if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {name for name in names if not name.startswith("_")}
+
+
+def defined_twice(sources: Mapping[str, str]) -> dict[str, list[str]]:
+    """Public names defined at the top level of more than one module, with those modules."""
+    owners: dict[str, list[str]] = {}
+    for module, source in sorted(sources.items()):
+        for name in public_definitions(source):
+            owners.setdefault(name, []).append(module)
+    return {name: modules for name, modules in sorted(owners.items()) if len(modules) > 1}
+
+
+def test_every_public_name_has_one_owner():
+    twice = defined_twice(lib_sources())
+    assert not twice, f"public names defined in two lib modules (keep one, import it in the other): {twice}"
+
+
+OWNER_CASES = {
+    "a constant in two modules": ({"a": "TYPES = (1, 2)\n", "b": "TYPES = (1, 2)\n"}, {"TYPES": ["a", "b"]}),
+    "a function and a class of one name": ({"a": "def Gate(): ...\n", "b": "class Gate: ...\n"}, {"Gate": ["a", "b"]}),
+    "an annotated constant": ({"a": "LIMIT: int = 3\n", "b": "LIMIT = 3\n"}, {"LIMIT": ["a", "b"]}),
+    "private names and imports are not definitions": (
+        {"a": "_cache = {}\nfrom lib.b import TYPES\n", "b": "_cache = {}\nTYPES = ()\n"}, {}),
+}
+
+
+@pytest.mark.parametrize("case", OWNER_CASES, ids=list(OWNER_CASES))
+def test_owner_check_catches_a_planted_second_definition(case):
+    sources, expected = OWNER_CASES[case]
+    assert defined_twice(sources) == expected
+
+
+# --------------------------------------------------------------------------- what notebooks may use
+
+
+def code_cells(path: Path) -> list[tuple[int, str]]:
+    """`(index, source)` of each code cell, IPython magics and shell lines blanked so `ast` can parse it."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return [(i, "\n".join("" if line.lstrip().startswith(("%", "!")) else line
+                          for line in "".join(cell["source"]).splitlines()))
+            for i, cell in enumerate(cells) if cell["cell_type"] == "code"]
+
+
+def notebook_code_problems(source: str) -> list[str]:
+    """Private `lib` names and pyplot in one code cell's source."""
+    tree = ast.parse(source)
+    problems: list[str] = []
+    lib_modules: set[str] = set()  # local names bound to lib or a lib module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("matplotlib.pyplot"):
+                    problems.append(f"pyplot: import {alias.name}")
+                if alias.name == "lib" or alias.name.startswith("lib."):
+                    lib_modules.add(alias.asname or alias.name.split(".")[0])
+                    problems += [f"private lib name: {alias.name}" for part in alias.name.split(".") if part.startswith("_")]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "matplotlib" and any(alias.name == "pyplot" for alias in node.names):
+                problems.append("pyplot: from matplotlib import pyplot")
+            if node.module.startswith("matplotlib.pyplot"):
+                problems.append(f"pyplot: from {node.module} import ...")
+            if node.module == "lib" or node.module.startswith("lib."):
+                problems += [f"private lib name: {node.module}.{alias.name}" for alias in node.names
+                             if alias.name.startswith("_") or any(p.startswith("_") for p in node.module.split("."))]
+                if node.module == "lib":
+                    lib_modules |= {alias.asname or alias.name for alias in node.names}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in lib_modules:
+                problems.append(f"private lib name: {ast.unparse(node)}")
+        if isinstance(node, ast.Name) and node.id == "plt":
+            problems.append("pyplot: plt")
+    return sorted(set(problems))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_use_public_lib_names_and_no_pyplot(path):
+    problems = [f"cell {i}: {problem}" for i, source in code_cells(path) for problem in notebook_code_problems(source)]
+    assert not problems, (
+        f"{path.name}: {problems}; use lib's public names (ask for one in lib if it is missing) and "
+        "matplotlib.figure.Figure instead of pyplot")
+
+
+NOTEBOOK_CASES = {
+    "from lib.x import _y": ("from lib.calibration import ece, _bin_edges\n", ["private lib name: lib.calibration._bin_edges"]),
+    "lib.x._y": ("import lib.calibration\nlib.calibration._bin_edges(x, 3, 'uniform')\n",
+                 ["private lib name: lib.calibration._bin_edges"]),
+    "an aliased module's private name": ("from lib import assistant as A\nA._stage(1)\n",
+                                         ["private lib name: A._stage"]),
+    "import matplotlib.pyplot": ("import matplotlib.pyplot as plt\nplt.plot([1])\n",
+                                 ["pyplot: import matplotlib.pyplot", "pyplot: plt"]),
+    "from matplotlib import pyplot": ("from matplotlib import pyplot\n", ["pyplot: from matplotlib import pyplot"]),
+    "public names, Figure, dunders and other private names pass": (
+        "from matplotlib.figure import Figure\nfrom lib import assistant as A\nimport pandas as pd\n"
+        "A.Assistant.__doc__\npd._libs\nfig = Figure()\n", []),
+}
+
+
+@pytest.mark.parametrize("case", NOTEBOOK_CASES, ids=list(NOTEBOOK_CASES))
+def test_notebook_check_catches_a_planted_private_name_or_pyplot(case):
+    source, expected = NOTEBOOK_CASES[case]
+    assert notebook_code_problems(source) == expected
+
+
+# --------------------------------------------------------------------------- __all__ and lib/README.md
+
+LIB_MODULES = sorted(path.stem for path in (REPO / "lib").glob("*.py"))
+WITHOUT_ALL_YET = {"openai_compatible", "settings"}
+"""Modules being reworked by the one-settings-module change, which adds their `__all__` (the xfails are strict)."""
+
+
+def declared_all(source: str) -> list[str] | None:
+    """The names listed in a module's top-level `__all__`, or None when it has none."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    return None
+
+
+def all_problems(source: str) -> list[str]:
+    """What is wrong with a module's `__all__`: missing, naming what the module lacks, or leaving a public name out."""
+    names = declared_all(source)
+    if names is None:
+        return ["no __all__"]
+    tree = ast.parse(source)
+    bound = public_definitions(source) | {alias.asname or alias.name.split(".")[0] for node in tree.body
+                                          if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    problems = [f"__all__ names {name!r}, which the module does not define" for name in names if name not in bound]
+    problems += [f"__all__ lists {name!r} twice" for name in sorted({n for n in names if names.count(n) > 1})]
+    problems += [f"public {name!r} is not in __all__ (add it, or rename it _{name})"
+                 for name in sorted(public_definitions(source) - set(names))]
+    return problems
+
+
+def readme_names(readme: str) -> dict[str, list[str]]:
+    """The public names lib/README.md lists per module (`- `module`: `a`, `b``), `lib` read as `__init__`."""
+    listed = {}
+    for module, names in re.findall(r"^- `(\w+)`: (.*)$", readme.split("## Public names", 1)[-1], re.MULTILINE):
+        listed["__init__" if module == "lib" else module] = re.findall(r"`(\w+)`", names)
+    return listed
+
+
+def _not_yet(module: str):
+    marks = [pytest.mark.xfail(strict=True, reason="the settings change adds this module's __all__ and README line")]
+    return pytest.param(module, marks=marks if module in WITHOUT_ALL_YET else [])
+
+
+@pytest.mark.parametrize("module", [_not_yet(module) for module in LIB_MODULES])
+def test_every_module_declares_all_of_its_public_names(module):
+    problems = all_problems((REPO / "lib" / f"{module}.py").read_text(encoding="utf-8"))
+    assert not problems, f"lib/{module}.py: {problems}"
+
+
+@pytest.mark.parametrize("module", [_not_yet(module) for module in LIB_MODULES])
+def test_readme_lists_each_modules_public_names(module):
+    listed = readme_names((REPO / "lib" / "README.md").read_text(encoding="utf-8"))
+    declared = declared_all((REPO / "lib" / f"{module}.py").read_text(encoding="utf-8"))
+    assert declared is not None, f"lib/{module}.py has no __all__"
+    assert listed.get(module) == declared, (
+        f"lib/README.md's line for {module} lists {listed.get(module)}, its __all__ is {declared}: "
+        "make the README's '## Public names' line match __all__")
+
+
+ALL_CASES = {
+    "no __all__": ("def f(): ...\n", ["no __all__"]),
+    "a public name left out": ('__all__ = ["f"]\ndef f(): ...\nLIMIT = 3\n',
+                               ["public 'LIMIT' is not in __all__ (add it, or rename it _LIMIT)"]),
+    "a name the module lacks": ('__all__ = ["f", "g"]\ndef f(): ...\n',
+                                ["__all__ names 'g', which the module does not define"]),
+    "a complete __all__ with a re-export": ('from lib.x import g\n__all__ = ["f", "g"]\ndef f(): ...\n_x = 1\n', []),
+}
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=list(ALL_CASES))
+def test_all_check_catches_a_planted_gap(case):
+    source, expected = ALL_CASES[case]
+    assert all_problems(source) == expected
+
+
+def test_readme_parser_reads_what_the_real_test_compares():
+    readme = "# x\n| `a` | prose `c` |\n## Public names\n\n- `lib`: `get_llm`\n- `a`: `f`, `G`\n"
+    assert readme_names(readme) == {"__init__": ["get_llm"], "a": ["f", "G"]}
+
+
+# --------------------------------------------------------------------------- pinned dependencies fail, never skip
+
+
+def test_no_test_skips_when_a_dependency_is_missing():
+    skipping = [f"{path.name}:{number}" for path in sorted((REPO / "tests").glob("*.py")) if path.name != Path(__file__).name
+                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "importorskip(" in line]
+    assert not skipping, (f"{skipping}: importorskip turns a broken install of a pinned dependency into a quiet skip; "
+                          "use conftest.require_installed, which fails and says how to reinstall")
+
+
+def test_a_missing_pinned_dependency_fails_and_says_how_to_reinstall():
+    from conftest import require_installed
+
+    with pytest.raises(pytest.fail.Exception, match=r"no_such_workbook_module is pinned .* `make setup`"):
+        require_installed("no_such_workbook_module")
