@@ -8,7 +8,7 @@ This is the classroom set-up on one machine: the pinned model is started behind
 WORKBOOK_N_CTX and the threads of WORKBOOK_THREADS, as the embedded model gets), and once it
 answers, the notebooks run with WORKBOOK_BACKEND=openai, WORKBOOK_BASE_URL and WORKBOOK_MODEL
 pointing at it. The per-notebook table is `make run`'s; executed copies go to build/server/
-and the server's own log to build/llama-server.log. The server is stopped when the run ends,
+and the server's own log to build/llama-cpp-server.log. The server is stopped when the run ends,
 fails or is interrupted (Ctrl+C, SIGTERM). The exit status is 0 only when every notebook ran.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=None, help="the server's port (a free one by default)")
     args = parser.parse_args(argv)
     BUILD.mkdir(parents=True, exist_ok=True)
-    log = BUILD / "llama-server.log"
+    log = BUILD / "llama-cpp-server.log"
     print("starting llama_cpp.server with the workbook's model ...", flush=True)
     try:
         with running_server(port=args.port, log=log) as server:
