@@ -6,8 +6,8 @@ import re
 import pytest
 
 from lib.llm import BackendConfig, EmbeddedLLM
-from lib.openai_compatible import OpenAICompatibleLLM, request_timeout
-from lib.settings import check_base_url, numeric_setting
+from lib.openai_compatible import OpenAICompatibleLLM
+from lib.settings import check_base_url, numeric_setting, timeout_setting
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_a_bad_max_top_logprobs_is_refused(server_backend, monkeypatch, bad):
 def test_a_bad_timeout_is_refused_with_its_range(monkeypatch, bad):
     monkeypatch.setenv("WORKBOOK_TIMEOUT", bad)
     with pytest.raises(ValueError, match=rf"WORKBOOK_TIMEOUT='{re.escape(bad)}': .* a number from 0.1 to 86400"):
-        request_timeout()
+        timeout_setting()
 
 
 def test_good_values_and_blank_ones_are_read(server_backend, monkeypatch):
