@@ -618,7 +618,7 @@ SANITY_MAX_ENTROPY_SHARE = 0.75
 
 @dataclass(frozen=True)
 class BackendConfig:
-    """Which backend to use, read from WORKBOOK_* environment variables."""
+    """Which backend to use: WORKBOOK_BACKEND and the server's settings, read by `lib.settings`."""
 
     backend: str
     base_url: str | None = None
