@@ -2,7 +2,7 @@
 
 One module per idea (lib/README.md has a line on each). The model: `llm` (the API and the
 embedded backend), `openai_compatible` (the server backend), `recording` (record/replay),
-`model_file`, `settings` (the checked WORKBOOK_* numbers and URLs), `embeddings`, `hashing`,
+`model_file`, `settings` (the one reader of the WORKBOOK_* variables), `embeddings`, `hashing`,
 `checklist`, `source`. Part I: `datasets`, `text`, `indexes`, `retrieval`, `quotes`, `structured`,
 `grounding`, `citations`, `extraction` (committee facts read by the model), `rules` (the committee rules in Python and Z3). Part II: `grammar`, `code_steps`,
 `logprobs`, `decisions`, `runs`, `question_runs`, `semantic_entropy`. Part III: `checks` (the

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import re
 import time
@@ -40,10 +39,11 @@ from lib.grammar import GrammarConstraint, check_grammar
 from lib.logprobs import log_softmax
 from lib.model_file import (MODEL_GGUF_NAME, MODEL_LICENSE, MODEL_NAME, MODEL_SHA256, ModelFile, ModelFileError,
                             configured_model, sha256_of)
-from lib.settings import check_base_url, context_tokens_setting, numeric_setting, threads_setting
+from lib.settings import (DEFAULT_SERVER_TOP_LOGPROBS, backend_setting, context_tokens_setting, model_path_setting,
+                          server_settings, threads_setting)
 
 __all__ = [
-    "Message", "Candidate", "DEFAULT_SERVER_TOP_LOGPROBS", "CapabilityError", "TokenLogprob", "Completion",
+    "Message", "Candidate", "CapabilityError", "TokenLogprob", "Completion",
     "NextTokenLogprobs", "LLM", "validate_messages", "WORD_JOINER", "neutralise_template_tokens",
     "check_generation_args", "library_versions", "LocalMethods", "EmbeddedLLM", "Continuation", "SANITY_PROMPT",
     "SANITY_PINNED_ANSWER", "SANITY_PINNED_MIN_LOGPROB", "SANITY_MAX_ENTROPY_SHARE", "BackendConfig",
@@ -52,7 +52,6 @@ __all__ = [
 Message = dict[str, str]
 Candidate = tuple[str, float]
 _ROLES = ("system", "user", "assistant")
-DEFAULT_SERVER_TOP_LOGPROBS = 20
 
 
 class CapabilityError(RuntimeError):
@@ -619,7 +618,7 @@ SANITY_MAX_ENTROPY_SHARE = 0.75
 
 @dataclass(frozen=True)
 class BackendConfig:
-    """Which backend to use, read from WORKBOOK_* environment variables."""
+    """Which backend to use: WORKBOOK_BACKEND and the server's settings, read by `lib.settings`."""
 
     backend: str
     base_url: str | None = None
@@ -629,23 +628,16 @@ class BackendConfig:
 
     @classmethod
     def from_environment(cls) -> BackendConfig:
-        backend = os.environ.get("WORKBOOK_BACKEND", "embedded").strip().lower()
-        if backend == "embedded":
+        """The backend WORKBOOK_BACKEND names, with the server's settings for "openai" (see lib.settings)."""
+        if backend_setting() == "embedded":
             return cls("embedded")
-        if backend != "openai":
-            raise ValueError(f"WORKBOOK_BACKEND={backend!r}: use 'embedded' (default) or 'openai'")
-        base_url = os.environ.get("WORKBOOK_BASE_URL")
-        model = os.environ.get("WORKBOOK_MODEL")
-        if not base_url or not model:
-            raise ValueError("WORKBOOK_BACKEND=openai needs WORKBOOK_BASE_URL (e.g. http://127.0.0.1:8080/v1) "
-                             "and WORKBOOK_MODEL (the server's model id)")
-        max_top_logprobs = numeric_setting("WORKBOOK_MAX_TOP_LOGPROBS", int, DEFAULT_SERVER_TOP_LOGPROBS, minimum=1,
-                                           maximum=1000, meaning="the most top candidates per token the server gives")
-        return cls("openai", check_base_url(base_url), model, os.environ.get("WORKBOOK_API_KEY"), max_top_logprobs)
+        server = server_settings()
+        return cls("openai", server.base_url, server.model, server.api_key, server.max_top_logprobs)
 
     def identity(self) -> str:
         """The model identity recordings are keyed by, known without loading the model."""
         if self.backend == "openai":
             return f"openai:{self.model}"
-        override = os.environ.get("WORKBOOK_MODEL_PATH")
-        return f"embedded:{sha256_of(configured_model().path) if override else MODEL_SHA256}"
+        if model_path_setting() is None:
+            return f"embedded:{MODEL_SHA256}"
+        return f"embedded:{sha256_of(configured_model().path)}"

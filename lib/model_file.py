@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from lib.settings import cache_dir_setting, model_path_setting
+
 __all__ = [
     "REPO_ROOT", "MODEL_NAME", "MODEL_LICENSE", "MODEL_FILENAME", "MODEL_SIZE", "MODEL_SHA256", "MODEL_GGUF_NAME",
     "PART_COUNT", "PART_VERSION", "ModelFileError", "ModelFile", "cache_dir", "default_model_path", "sha256_of",
@@ -57,7 +59,7 @@ class ModelFile:
 
 def cache_dir() -> Path:
     """Folder for the assembled model: $WORKBOOK_CACHE_DIR, else `.cache/models` in the repo."""
-    return Path(os.environ.get("WORKBOOK_CACHE_DIR", REPO_ROOT / ".cache" / "models"))
+    return cache_dir_setting() or REPO_ROOT / ".cache" / "models"
 
 
 def default_model_path() -> Path:
@@ -253,9 +255,8 @@ def configured_model() -> ModelFile:
     model's name. A file given by WORKBOOK_MODEL_PATH has no expected sha256; its identity
     is the sha256 it has, and the load-time sanity probe (lib.llm) checks its answers.
     """
-    override = os.environ.get("WORKBOOK_MODEL_PATH")
-    if override:
-        path = Path(override).expanduser()
+    path = model_path_setting()
+    if path is not None:
         if path.is_dir():
             ggufs = sorted(file.name for file in path.glob("*.gguf"))
             inside = f" (GGUF files in it: {', '.join(ggufs)})" if ggufs else " (it holds no .gguf file)"

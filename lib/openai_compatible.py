@@ -9,17 +9,21 @@ every way a server can fail raises `ServerUnavailableError` (nothing answers) or
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import urlparse
 
-from lib.llm import (DEFAULT_SERVER_TOP_LOGPROBS, CapabilityError, Completion, LocalMethods, Message, NextTokenLogprobs,
+from lib.llm import (CapabilityError, Completion, LocalMethods, Message, NextTokenLogprobs,
                      TokenLogprob, check_generation_args, library_versions, neutralise_template_tokens,
                      validate_messages)
-from lib.settings import check_base_url, numeric_setting
+from lib.settings import DEFAULT_SERVER_TOP_LOGPROBS, check_base_url, timeout_setting
+
+__all__ = [
+    "ServerUnavailableError", "ServerError", "BASE_DEADLINE_S", "SLOWEST_READING_CHARS_PER_S",
+    "SLOWEST_WRITING_TOKENS_PER_S", "sized_deadline", "OpenAICompatibleLLM",
+]
 
 
 class ServerUnavailableError(RuntimeError):
@@ -40,15 +44,6 @@ SLOWEST_READING_CHARS_PER_S = 50.0
 2-core laptop serving a few learners at once (this machine alone reads about 20 times faster)."""
 SLOWEST_WRITING_TOKENS_PER_S = 2.0
 """The slowest writing the default deadline allows for, in reply tokens a second."""
-
-
-def request_timeout() -> float | None:
-    """$WORKBOOK_TIMEOUT as a fixed whole-request deadline in seconds, or None when it is unset
-    (each request then gets `sized_deadline` of its own size)."""
-    if not os.environ.get("WORKBOOK_TIMEOUT", "").strip():
-        return None
-    return numeric_setting("WORKBOOK_TIMEOUT", float, BASE_DEADLINE_S, minimum=0.1, maximum=86400.0,
-                           meaning="the seconds a server request may take")
 
 
 def sized_deadline(prompt_chars: int, max_tokens: int = 0) -> float:
@@ -130,7 +125,7 @@ class OpenAICompatibleLLM(LocalMethods):
         self.base_url = check_base_url(base_url, "base_url").rstrip("/")
         self.model = model
         self.max_top_logprobs = max_top_logprobs
-        self.timeout = request_timeout() if timeout is None else timeout
+        self.timeout = timeout_setting() if timeout is None else timeout
         if self.timeout is not None and not self.timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

@@ -517,7 +517,7 @@ def model_for(run: ItemRun, mode: str) -> Any:
     from lib.recording import CombinedRecordings, RecordedLLM, get_llm
 
     if mode == "live":
-        return get_llm()
+        return get_llm(mode="live")  # whatever WORKBOOK_MODE says: the run's rows are their own record
     config = BackendConfig.from_environment()
     recordings = CombinedRecordings(run.recordings)
     recordings.check_model(config.identity())

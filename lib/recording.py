@@ -21,7 +21,7 @@ once the notebook ran without error) replaces it; `discard_pending()` removes an
 recording. A model that fails half-way therefore never costs the recording that was there.
 
 Two runs at once never touch each other's files: a new recording carries the id of the run
-that writes it (`current_run_id()`, the process id of `make record`'s runner, which its
+that writes it (`lib.settings.run_id_setting()`, the process id of `make record`'s runner, which its
 notebook kernels inherit through `WORKBOOK_RUN_ID`), and a run finishes or discards only its
 own. `recording_lock()` keeps a second run off a notebook that one run is already writing.
 
@@ -46,24 +46,22 @@ from lib.hashing import fingerprint
 from lib.llm import (BackendConfig, Completion, EmbeddedLLM, LocalMethods, Message, NextTokenLogprobs, TokenLogprob,
                      library_versions, validate_messages)
 from lib.openai_compatible import OpenAICompatibleLLM
+from lib.settings import MODES, mode_setting, run_id_setting
 
 __all__ = [
-    "RECORDINGS_DIR", "MODES", "WRITING_MODES", "PENDING_SUFFIX", "LOCK_SUFFIX", "RUN_ID_VARIABLE",
-    "RecordingMissingError", "RecordingBusyError", "current_mode", "current_run_id", "request_key", "encode_answer",
+    "RECORDINGS_DIR", "WRITING_MODES", "PENDING_SUFFIX", "LOCK_SUFFIX",
+    "RecordingMissingError", "RecordingBusyError", "request_key", "encode_answer",
     "decode_answer", "read_recording", "RecordingStore", "CombinedRecordings", "RecordedLLM", "pending_path",
     "pending_recordings", "finish_pending", "discard_pending", "discard_abandoned", "recording_lock",
     "create_backend", "get_llm",
 ]
 
 RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "data" / "recordings"
-MODES = ("live", "replay", "record", "update")
 WRITING_MODES = ("record", "update")
 PENDING_SUFFIX = ".new"
 """A recording being written is `<name>.jsonl.<run id>.new` until `finish_recording()` replaces `<name>.jsonl`."""
 LOCK_SUFFIX = ".lock"
 """`<name>.lock` beside the recording is held (an flock) by the run writing that notebook."""
-RUN_ID_VARIABLE = "WORKBOOK_RUN_ID"
-"""The environment variable through which a runner makes its notebook kernels' new recordings its own."""
 _INLINE_TEXT = 300  # message texts longer than this are stored once, by hash
 _ENTRY_FIELDS = {"header": (), "text": ("sha", "text"), "call": ("key", "method", "request", "answer")}
 """The fields each kind of line in a recording must have."""
@@ -75,29 +73,6 @@ class RecordingMissingError(LookupError):
 
 class RecordingBusyError(RuntimeError):
     """Another run is writing this notebook's recording (it holds `recording_lock`)."""
-
-
-def current_mode() -> str:
-    mode = os.environ.get("WORKBOOK_MODE", "live").strip().lower()
-    if mode not in MODES:
-        raise ValueError(f"WORKBOOK_MODE={mode!r}: use one of {MODES}")
-    return mode
-
-
-def current_run_id() -> int:
-    """The id of the run this process writes recordings for: its own process id, or the runner's.
-
-    `setup/run_notebooks.py` sets `WORKBOOK_RUN_ID` to its process id for the notebook kernels
-    it starts, so the new recordings a kernel writes belong to the runner, which alone knows
-    whether the whole notebook succeeded.
-    """
-    value = os.environ.get(RUN_ID_VARIABLE, "").strip()
-    if not value:
-        return os.getpid()
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"{RUN_ID_VARIABLE}={value!r}: it must be the process id of the run (a positive integer), "
-                         "or unset to use this process's own")
-    return int(value)
 
 
 def request_key(identity: str, method: str, request: dict[str, Any]) -> str:
@@ -194,7 +169,7 @@ class RecordingStore:
             raise ValueError(f"recording name {name!r} must be a plain file name such as '00-setup'")
         self.name = name
         self.path = folder / f"{name}.jsonl"
-        self.pending_path = pending_path(name, current_run_id(), folder)
+        self.pending_path = pending_path(name, run_id_setting(), folder)
         self.header: dict[str, Any] | None = None
         self._calls: dict[str, dict[str, Any]] = {}
         self._texts: dict[str, str] = {}
@@ -456,7 +431,7 @@ def pending_path(name: str, run_id: int, folder: Path = RECORDINGS_DIR) -> Path:
 
 def pending_recordings(folder: Path = RECORDINGS_DIR, run_id: int | None = None) -> list[Path]:
     """The new recordings of run `run_id` (default: this process's run) not yet finished, sorted by name."""
-    run = current_run_id() if run_id is None else run_id
+    run = run_id_setting() if run_id is None else run_id
     return sorted(folder.glob(f"*.jsonl.{run}{PENDING_SUFFIX}"))
 
 
@@ -582,15 +557,17 @@ _BACKENDS: dict[BackendConfig, Any] = {}
 _RECORDED: dict[tuple[BackendConfig, str | None, str], RecordedLLM] = {}
 
 
-def get_llm(recording: str | None = None) -> RecordedLLM:
+def get_llm(recording: str | None = None, mode: str | None = None) -> RecordedLLM:
     """The configured model behind the record/replay layer.
 
     `recording` names the file under data/recordings/ that replay and record modes use; every
-    notebook passes its own name (e.g. "00-setup"). The backend is created once per process
+    notebook passes its own name (e.g. "00-setup"). `mode` is one of `lib.settings.MODES`,
+    $WORKBOOK_MODE when not given: a script that needs one mode for its own process (a saved
+    run is always live) passes it here. The backend is created once per process
     and only when a call needs it, so replay mode never loads a model.
     """
     config = BackendConfig.from_environment()
-    mode = current_mode()
+    mode = mode_setting() if mode is None else mode
     cache_key = (config, recording, mode)
     if cache_key not in _RECORDED:
         def backend() -> Any:

@@ -64,7 +64,7 @@ def replay_seconds(path: Path) -> float | None:
     """
     if not (RECORDINGS / f"{path.stem}.jsonl").is_file():
         return None
-    os.environ["WORKBOOK_MODE"] = "replay"
+    os.environ["WORKBOOK_MODE"] = "replay"  # for the notebook kernel run_one starts, which inherits the environment
     try:
         run = run_one(path, REPO / "build" / "replay" / path.name, timeout=3600)
     finally:
@@ -124,7 +124,7 @@ def main() -> int:
 
     print(f"\n{'what':<{width}}  {'seconds':>8}  {'target':>7}  ratio  result")
     if "notebooks" not in args.skip:
-        os.environ["WORKBOOK_MODE"] = "live"
+        os.environ["WORKBOOK_MODE"] = "live"  # for the notebook kernels run_one starts, which inherit the environment
         total, measured = 0.0, 0
         for path in paths:
             entry = saved["notebooks"].get(path.name) if args.reuse else None

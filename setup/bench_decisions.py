@@ -29,7 +29,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=15, help="messages per measurement")
     args = parser.parse_args()
-    os.environ["WORKBOOK_MODE"] = "live"
 
     from lib import get_llm
     from lib.decisions import FullListDecider, ShortlistDecider, embedded_backend
@@ -37,7 +36,7 @@ def main() -> None:
     from lib.indexes import IntentRetriever
     from lib.runs import load_split, training_pool
 
-    llm = get_llm()
+    llm = get_llm(mode="live")  # whatever WORKBOOK_MODE says: this measures the model
     backend = embedded_backend(llm)
     if backend is None:
         sys.exit("this benchmark drives the embedded model; unset WORKBOOK_BACKEND")

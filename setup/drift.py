@@ -21,6 +21,7 @@ import sys
 from lib.llm import BackendConfig
 from lib.recording import RECORDINGS_DIR, RecordingStore, create_backend, decode_answer
 from lib.results_store import RESULTS_DIR
+from lib.settings import threads_setting
 
 DRIFT_FILE = RESULTS_DIR / "drift.jsonl"
 WHAT = ("recorded calls re-run live; per recording: calls re-run, answers whose text (or top token) changed, "
@@ -34,8 +35,8 @@ def save(rows: list[tuple[str, int, int, float]], args: argparse.Namespace, iden
     interrupted run leaves the old measurement as it was.
     """
     command = " ".join(["python", "setup/drift.py", *map(shlex.quote, sys.argv[1:])])
-    if os.environ.get("WORKBOOK_THREADS"):
-        command = f"WORKBOOK_THREADS={os.environ['WORKBOOK_THREADS']} {command}"
+    if backend == "embedded":  # the thread count the model computed with, so the command repeats the run
+        command = f"WORKBOOK_THREADS={threads_setting()} {command}"
     header = {"backend": backend, "command": command, "date": datetime.date.today().isoformat(), "kind": "header",
               "model": identity, "recordings": len(rows), "run": "drift", "sample_per_recording": args.sample,
               "seed": args.seed, "what": WHAT}

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -29,7 +28,6 @@ def main() -> None:
     parser.add_argument("--method", choices=COMMITTEE_METHODS, help="only this method")
     parser.add_argument("--replay", metavar="RECORDING", help="answer from this recording instead of the live model")
     args = parser.parse_args()
-    os.environ["WORKBOOK_MODE"] = "replay" if args.replay else "live"
 
     from lib import get_llm
     from lib.datasets import CORPUS_DIR
@@ -37,7 +35,7 @@ def main() -> None:
     from lib.rules import check_committee
 
     cases = [json.loads(line) for line in (CORPUS_DIR / "committee_cases.jsonl").read_text(encoding="utf-8").splitlines()]
-    llm = get_llm(recording=args.replay)
+    llm = get_llm(recording=args.replay, mode="replay" if args.replay else "live")  # whatever WORKBOOK_MODE says
     command = " ".join(["python setup/run_committees.py", *sys.argv[1:]])
     for method in [args.method] if args.method else COMMITTEE_METHODS:
         header = {"model": llm.identity, "backend": llm.backend_name, "fingerprint": committee_prompt_fingerprint(method),

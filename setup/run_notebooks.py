@@ -39,8 +39,9 @@ from nbclient.exceptions import CellExecutionError
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from lib.recording import (PENDING_SUFFIX, RECORDINGS_DIR, RUN_ID_VARIABLE, RecordingBusyError,  # noqa: E402
-                           current_run_id, discard_abandoned, discard_pending, finish_pending, recording_lock)
+from lib.recording import (PENDING_SUFFIX, RECORDINGS_DIR, RecordingBusyError, discard_abandoned,  # noqa: E402
+                           discard_pending, finish_pending, recording_lock)
+from lib.settings import RUN_ID_VARIABLE, backend_setting, run_id_setting  # noqa: E402
 from setup.notebook_outputs import merge_streams, strip_widget_views  # noqa: E402
 
 NOTEBOOKS = REPO / "notebooks"
@@ -114,7 +115,7 @@ def run_in_place(path: Path, timeout: int, recordings: Path | None, build: Path 
     renamed over it, so the notebook is never half-written; after a failure it moves to
     `build/<name>.ipynb` to inspect, and the committed notebook and recordings stay as they were.
     """
-    executed = path.with_name(f"{path.name}.{current_run_id()}{PENDING_SUFFIX}")
+    executed = path.with_name(f"{path.name}.{run_id_setting()}{PENDING_SUFFIX}")
     run = run_one(path, executed, timeout)
     if run.ok:
         outcome = "outputs rewritten"
@@ -167,8 +168,9 @@ def main(argv: list[str] | None = None, notebooks: Path = NOTEBOOKS, recordings:
     parser.add_argument("--only", default="", help="run only notebooks whose name starts with this")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds allowed per cell")
     args = parser.parse_args(argv)
-    os.environ["WORKBOOK_MODE"] = ("record" if args.record else "update" if args.update
-                                   else "replay" if args.refresh else "live")
+    mode = "record" if args.record else "update" if args.update else "replay" if args.refresh else "live"
+    # The environment is how the mode and the run id reach the notebook kernels this run starts.
+    os.environ["WORKBOOK_MODE"] = mode
     os.environ[RUN_ID_VARIABLE] = str(os.getpid())  # the kernels' new recordings belong to this run
     writing = args.record or args.update
     in_place = writing or args.refresh
@@ -187,7 +189,8 @@ def main(argv: list[str] | None = None, notebooks: Path = NOTEBOOKS, recordings:
         if writing:
             for name in discard_abandoned(recordings):
                 print(f"removed an unfinished new recording of {name} left by a run that ended without finishing")
-        rows = run_all(paths, args.timeout, in_place, recordings if writing else None, build, keep_earlier=args.update)
+        rows = run_all(paths, mode, args.timeout, in_place, recordings if writing else None, build,
+                       keep_earlier=args.update)
     width = max(len(name) for name, _ in rows)
     print(f"\n{'notebook':<{width}}  {'seconds':>8}  result")
     for name, run in rows:
@@ -199,10 +202,13 @@ def main(argv: list[str] | None = None, notebooks: Path = NOTEBOOKS, recordings:
     return 0 if all(run.ok for _, run in rows) else 1
 
 
-def run_all(paths: list[Path], timeout: int, in_place: bool, recordings: Path | None,
+def run_all(paths: list[Path], mode: str, timeout: int, in_place: bool, recordings: Path | None,
             build: Path, keep_earlier: bool = False) -> list[tuple[str, NotebookRun]]:
-    """Execute each notebook with a progress line; in place (see `run_in_place`) or as a copy in `build`."""
-    print(f"mode: {os.environ['WORKBOOK_MODE']}; executed copies in {'notebooks/' if in_place else build}")
+    """Execute each notebook with a progress line; in place (see `run_in_place`) or as a copy in `build`.
+
+    `mode` is the WORKBOOK_MODE the kernels were given; live seconds are saved for bench_course.
+    """
+    print(f"mode: {mode}; executed copies in {'notebooks/' if in_place else build}")
     rows = []
     total_start = time.perf_counter()
     for number, path in enumerate(paths, start=1):
@@ -219,9 +225,8 @@ def run_all(paths: list[Path], timeout: int, in_place: bool, recordings: Path | 
             print(f"    {run.error[:300]}", flush=True)
         if outcome:
             print(f"    {outcome}", flush=True)
-        if os.environ["WORKBOOK_MODE"] == "live":
-            part = "notebooks" if os.environ.get("WORKBOOK_BACKEND", "embedded").strip().lower() == "embedded" \
-                else "server notebooks"
+        if mode == "live":
+            part = "notebooks" if backend_setting() == "embedded" else "server notebooks"
             save_times(part, {path.name: {"seconds": run.seconds, "ok": run.ok, "error": run.error,
                                           "date": utc_now()}})
         rows.append((path.name, run))

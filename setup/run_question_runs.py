@@ -13,7 +13,6 @@ header says which mode produced the file.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -28,7 +27,6 @@ def main() -> None:
     parser.add_argument("--replay", action="store_true", help="answer from the notebooks' recordings, not the model")
     args = parser.parse_args()
     mode = "replay" if args.replay else "live"
-    os.environ["WORKBOOK_MODE"] = mode  # the run's rows are their own record
     for name in args.run or list(RUNS):
         path = produce(name, mode=mode)
         header, rows = load_run(name)

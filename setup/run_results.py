@@ -6,13 +6,12 @@
 
 Each (task, method, split) appends to data/results/{task}-{method}-{split}.jsonl and skips
 the messages already there, so an interrupted run resumes where it stopped. LLM methods use
-the live model (WORKBOOK_MODE is forced to live: results files are their own record). With a
+the live model whatever WORKBOOK_MODE says (results files are their own record). With a
 server backend (WORKBOOK_BACKEND=openai), --workers N sends N requests at once.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -51,11 +50,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="CPU threads of the embedded model (default: all); on a "
                         "machine busy with other work, 1 thread avoids llama.cpp's threads waiting on each other")
     args = parser.parse_args()
-    os.environ["WORKBOOK_MODE"] = "live"
 
-    from lib.runs import load_results, run_split
-
+    from lib import get_llm
     from lib.llm import BackendConfig, EmbeddedLLM
+    from lib.runs import load_results, run_split
 
     if args.threads is not None and BackendConfig.from_environment().backend != "embedded":
         parser.error("--threads applies to the embedded model only")
@@ -65,8 +63,8 @@ def main() -> None:
     if not selected:
         parser.error("no shipped run matches these options")
     for task, method, split in selected:
-        if args.threads is not None and llm is None and method in LLM_METHODS:
-            llm = EmbeddedLLM(n_threads=args.threads)  # the same live model, with the thread count chosen
+        if llm is None and method in LLM_METHODS:  # the live model; with --threads, the thread count chosen
+            llm = get_llm(mode="live") if args.threads is None else EmbeddedLLM(n_threads=args.threads)
         path = run_split(task, split, method, llm=llm, limit=args.limit, workers=args.workers,
                          retry_failures=args.retry_failures)
         frame = load_results(task, split, method)

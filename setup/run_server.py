@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"the server answers on {server.base_url} as model {server.model!r} "
                   f"(context {server.n_ctx} tokens, {server.threads} threads; its log: {log.relative_to(REPO)})",
                   flush=True)
+            # The environment is how the server reaches the notebook kernels run_notebooks starts.
             os.environ.update(WORKBOOK_BACKEND="openai", WORKBOOK_BASE_URL=server.base_url, WORKBOOK_MODEL=server.model)
             return run_notebooks(["--only", args.only], build=BUILD / "server")
     except KeyboardInterrupt:

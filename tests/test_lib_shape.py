@@ -279,8 +279,6 @@ def test_notebook_check_catches_a_planted_private_name_or_pyplot(case):
 # --------------------------------------------------------------------------- __all__ and lib/README.md
 
 LIB_MODULES = sorted(path.stem for path in (REPO / "lib").glob("*.py"))
-WITHOUT_ALL_YET = {"openai_compatible", "settings"}
-"""Modules being reworked by the one-settings-module change, which adds their `__all__` (the xfails are strict)."""
 
 
 def declared_all(source: str) -> list[str] | None:
@@ -314,18 +312,13 @@ def readme_names(readme: str) -> dict[str, list[str]]:
     return listed
 
 
-def _not_yet(module: str):
-    marks = [pytest.mark.xfail(strict=True, reason="the settings change adds this module's __all__ and README line")]
-    return pytest.param(module, marks=marks if module in WITHOUT_ALL_YET else [])
-
-
-@pytest.mark.parametrize("module", [_not_yet(module) for module in LIB_MODULES])
+@pytest.mark.parametrize("module", LIB_MODULES)
 def test_every_module_declares_all_of_its_public_names(module):
     problems = all_problems((REPO / "lib" / f"{module}.py").read_text(encoding="utf-8"))
     assert not problems, f"lib/{module}.py: {problems}"
 
 
-@pytest.mark.parametrize("module", [_not_yet(module) for module in LIB_MODULES])
+@pytest.mark.parametrize("module", LIB_MODULES)
 def test_readme_lists_each_modules_public_names(module):
     listed = readme_names((REPO / "lib" / "README.md").read_text(encoding="utf-8"))
     declared = declared_all((REPO / "lib" / f"{module}.py").read_text(encoding="utf-8"))

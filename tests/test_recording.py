@@ -13,8 +13,9 @@ import pytest
 from lib.llm import BackendConfig
 from lib.openai_compatible import ServerUnavailableError
 from lib.recording import (CombinedRecordings, RecordedLLM, RecordingBusyError, RecordingMissingError, RecordingStore,
-                           create_backend, current_mode, discard_abandoned, discard_pending, finish_pending,
+                           create_backend, discard_abandoned, discard_pending, finish_pending,
                            pending_path, recording_lock, request_key)
+from lib.settings import mode_setting
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -105,7 +106,7 @@ def test_key_covers_every_argument_and_defaults() -> None:
 def test_modes_are_validated(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("WORKBOOK_MODE", "rewind")
     with pytest.raises(ValueError, match="WORKBOOK_MODE"):
-        current_mode()
+        mode_setting()
     with pytest.raises(ValueError, match="recording name"):
         RecordedLLM(CONFIG, _no_backend, None, "replay")
     with pytest.raises(ValueError, match="plain file name"):

@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from lib.llm import CapabilityError
-from lib.openai_compatible import OpenAICompatibleLLM, ServerError, request_timeout, sized_deadline
+from lib.openai_compatible import OpenAICompatibleLLM, ServerError, sized_deadline
+from lib.settings import timeout_setting
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
@@ -100,7 +101,7 @@ def test_without_a_setting_the_deadline_grows_with_the_request(serve, monkeypatc
     import lib.openai_compatible as openai_compatible
 
     monkeypatch.delenv("WORKBOOK_TIMEOUT", raising=False)
-    assert request_timeout() is None and OpenAICompatibleLLM("http://127.0.0.1:9/v1", "m").timeout is None
+    assert timeout_setting() is None and OpenAICompatibleLLM("http://127.0.0.1:9/v1", "m").timeout is None
     full_list_prompt = 7000  # characters of the 77-intent system prompt and a message
     assert sized_deadline(full_list_prompt, 3) >= 150 > 40 > sized_deadline(200, 3) >= 30
     monkeypatch.setattr(openai_compatible, "BASE_DEADLINE_S", 1.0)
@@ -114,12 +115,12 @@ def test_without_a_setting_the_deadline_grows_with_the_request(serve, monkeypatc
 
 def test_the_deadline_is_settable_and_checked(monkeypatch):
     monkeypatch.setenv("WORKBOOK_TIMEOUT", "2.5")
-    assert request_timeout() == 2.5
+    assert timeout_setting() == 2.5
     assert OpenAICompatibleLLM("http://127.0.0.1:9/v1", "m").timeout == 2.5
     for bad in ("soon", "0", "-3", "nan"):
         monkeypatch.setenv("WORKBOOK_TIMEOUT", bad)
         with pytest.raises(ValueError, match="WORKBOOK_TIMEOUT"):
-            request_timeout()
+            timeout_setting()
 
 
 @pytest.mark.parametrize("body, what", [

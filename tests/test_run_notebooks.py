@@ -38,10 +38,11 @@ class _Tokenizer:
 def _notebook(folder: Path, name: str, recordings: Path, calls: int, then: str = "") -> Path:
     """A notebook that records `calls` tokenize calls into `recordings/<name>.jsonl`, then runs `then`."""
     setup = (f"import sys, time\nfrom pathlib import Path\nsys.path.insert(0, {str(REPO)!r})\n"
-             "from lib.llm import BackendConfig\nfrom lib.recording import RecordedLLM, RecordingStore, current_mode\n\n"
+             "from lib.llm import BackendConfig\nfrom lib.recording import RecordedLLM, RecordingStore\n"
+             "from lib.settings import mode_setting\n\n"
              "class Tokenizer:\n    def tokenize(self, text):\n        return text.split()\n\n"
              f"llm = RecordedLLM(BackendConfig('embedded'), Tokenizer, RecordingStore({name!r}, "
-             f"folder=Path({str(recordings)!r})), current_mode())")
+             f"folder=Path({str(recordings)!r})), mode_setting())")
     record = f"for number in range({calls}):\n    llm.tokenize(f'{name} call {{number}}')\nprint('recorded', {calls})"
     cells = [new_code_cell(setup), new_code_cell(record)] + ([new_code_cell(then)] if then else [])
     path = folder / f"{name}.ipynb"
