@@ -8,8 +8,8 @@ Each simulated learner sends the requests its notebook makes, in the order of th
 recording (data/recordings/<notebook>.jsonl), one after another with no pause: the worst
 moment of a class, when everyone runs the first cells together. Every learner is a thread
 with its own connection, using the workbook's own server client, so deadlines and errors are
-the ones a notebook would meet. Requests a chat server cannot serve (continuing a partial
-reply) are left out and counted.
+the ones a notebook would meet. Requests the library never sends a server (continuing a
+partial reply) are left out and counted.
 
 Without --base-url the pinned model is started behind llama_cpp.server on 127.0.0.1 (as
 `make run-server` does) and stopped at the end. Each level of learners is bounded: a learner
@@ -70,8 +70,8 @@ def request_kind(method: str, arguments: dict) -> str:
 
 
 def notebook_requests(notebook: str, folder: Path = RECORDINGS_DIR) -> tuple[list[Request], int]:
-    """The requests of `notebook`'s recording in order, and how many of them a chat server cannot
-    serve (next-token log-probabilities after a partial assistant reply)."""
+    """The requests of `notebook`'s recording in order, and how many of them the library never sends
+    a server (next-token log-probabilities after a partial assistant reply)."""
     store = RecordingStore(notebook, folder)
     if not len(store):
         raise SystemExit(f"no recording {store.path}: give a notebook name such as 00-setup "
@@ -161,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--learners", type=int, default=30, help="the most learners at once (levels 1, 5, 10 "
                         "and this one, those up to it)")
+    parser.add_argument("--levels", default="", help="the learner counts to measure, e.g. 10,30 "
+                        "(default: 1, 5, 10 and --learners, those up to it)")
     parser.add_argument("--notebook", default="00-setup", help="whose recorded requests every learner sends")
     parser.add_argument("--seconds", type=float, default=120.0,
                         help="per level: no learner starts a request after this many seconds")
@@ -173,10 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     if bool(args.base_url) != bool(args.model):
         parser.error("--base-url and --model go together")
     requests, left_out = notebook_requests(args.notebook)
-    levels = sorted({level for level in (1, 5, 10) if level < args.learners} | {args.learners})
+    try:
+        levels = sorted({int(level) for level in args.levels.split(",")} if args.levels else
+                        {level for level in (1, 5, 10) if level < args.learners} | {args.learners})
+    except ValueError:
+        parser.error(f"--levels {args.levels!r}: give whole numbers separated by commas, e.g. 10,30")
+    if levels[0] < 1:
+        parser.error("--levels: every level needs at least 1 learner")
     print(f"{args.notebook}: {len(requests)} requests per learner "
           f"({', '.join(f'{n} {kind}' for kind, n in sorted(_counts(requests).items()))}); "
-          f"{left_out} left out (a chat server cannot continue a partial reply)", flush=True)
+          f"{left_out} left out (the library sends a server no partial reply to continue)", flush=True)
 
     def measure(base_url: str, model: str) -> list[LevelResult]:
         results = []
