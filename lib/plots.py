@@ -31,6 +31,7 @@ __all__ = [
     "FALLBACK_COLORS",
     "ACTION_COLORS",
     "OUTCOME_COLORS",
+    "SERIES_COLORS",
     "method_color",
     "reliability_diagram",
     "reliability_grid",
@@ -55,6 +56,9 @@ ACTION_COLORS: dict[Action, str] = {
 }
 OUTCOME_COLORS: dict[bool, str] = {True: "#1f77b4", False: "#d62728"}
 """Colour of right (True) and wrong (False) items, in every plot that shows both."""
+SERIES_COLORS: tuple[str, ...] = ("#1f77b4", "#ff7f0e", "#2ca02c")
+"""Colours of series that are not methods, actions or outcomes (a retrieval score and its rivals),
+in the order a plot introduces them: blue, orange, green."""
 _PROBABILITY_LABEL = "Confidence (probability, 0-1)"
 
 

@@ -212,8 +212,13 @@ def code_cells(path: Path) -> list[tuple[int, str]]:
             for i, cell in enumerate(cells) if cell["cell_type"] == "code"]
 
 
+HEX_COLOUR = re.compile(r"#[0-9a-fA-F]{6}")
+"""A colour a notebook would write by hand; its colours come from lib.plots, so the same thing has the
+same colour in every notebook (black and greys for reference lines are written by name)."""
+
+
 def notebook_code_problems(source: str) -> list[str]:
-    """Private `lib` names and pyplot in one code cell's source."""
+    """Private `lib` names, pyplot and hand-written colours in one code cell's source."""
     tree = ast.parse(source)
     problems: list[str] = []
     lib_modules: set[str] = set()  # local names bound to lib or a lib module
@@ -244,6 +249,8 @@ def notebook_code_problems(source: str) -> list[str]:
                 problems.append(f"private lib name: {ast.unparse(node)}")
         if isinstance(node, ast.Name) and node.id == "plt":
             problems.append("pyplot: plt")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and HEX_COLOUR.fullmatch(node.value):
+            problems.append(f"colour written by hand: {node.value!r} (use lib.plots' colours)")
     return sorted(set(problems))
 
 
@@ -252,7 +259,7 @@ def test_notebooks_use_public_lib_names_and_no_pyplot(path):
     problems = [f"cell {i}: {problem}" for i, source in code_cells(path) for problem in notebook_code_problems(source)]
     assert not problems, (
         f"{path.name}: {problems}; use lib's public names (ask for one in lib if it is missing) and "
-        "matplotlib.figure.Figure instead of pyplot")
+        "matplotlib.figure.Figure instead of pyplot, and lib.plots' colours")
 
 
 NOTEBOOK_CASES = {
@@ -264,6 +271,8 @@ NOTEBOOK_CASES = {
     "import matplotlib.pyplot": ("import matplotlib.pyplot as plt\nplt.plot([1])\n",
                                  ["pyplot: import matplotlib.pyplot", "pyplot: plt"]),
     "from matplotlib import pyplot": ("from matplotlib import pyplot\n", ["pyplot: from matplotlib import pyplot"]),
+    "a colour written by hand": ('ax.plot(x, y, color="#1f77b4")\n',
+                                 ["colour written by hand: '#1f77b4' (use lib.plots' colours)"]),
     "public names, Figure, dunders and other private names pass": (
         "from matplotlib.figure import Figure\nfrom lib import assistant as A\nimport pandas as pd\n"
         "A.Assistant.__doc__\npd._libs\nfig = Figure()\n", []),
