@@ -14,6 +14,7 @@ fails or is interrupted (Ctrl+C, SIGTERM). The exit status is 0 only when every 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -41,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
             # The environment is how the server reaches the notebook kernels run_notebooks starts.
             os.environ.update(WORKBOOK_BACKEND="openai", WORKBOOK_BASE_URL=server.base_url, WORKBOOK_MODEL=server.model)
             return run_notebooks(["--only", args.only], build=BUILD / "server")
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl+C or SIGTERM; inside a running notebook,
+        # nbclient's event loop turns the interrupt into a cancellation
         print("interrupted: the server was stopped", file=sys.stderr)
         return 130
     except RuntimeError as error:  # the server did not start
