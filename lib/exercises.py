@@ -591,3 +591,26 @@ def _answerability_from_logprobs(answer: Any) -> bool:
           expects="a number between 0 and 1")
 def _answer_precision(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 0.75, tolerance=0.005)
+
+
+# --------------------------------------------------------------------------- asking the model
+
+
+@exercise("nbask-ex1", hint="Each word's probability is the share of right answers among the calibration answers "
+          "that said it; a word nobody said gets the share right over all of them.",
+          expects="a pair of probabilities: (certain, unsure)")
+def _category_map_by_hand(answer: Any) -> bool:
+    return _close_all(answer, (31 / 50, (31 + 9 + 2) / 80), tolerance=0.005)
+
+
+@exercise("nbask-ex2", hint="After the map every test answer has the same confidence, so every (right, wrong) pair "
+          "is a tie, and a tie counts one half.", expects="a number between 0 and 1")
+def _isotonic_flat_auroc(answer: Any) -> bool:
+    return not isinstance(answer, bool) and _close(answer, 0.5, tolerance=0.001)
+
+
+@exercise("nbask-ex3", hint="No was not among the candidates, so it has at most the lowest candidate's probability: "
+          "count it at exp(-5.0) and renormalise exp(-0.1) over the two.", expects="a probability between 0 and 1")
+def _bounded_p_true(answer: Any) -> bool:
+    return not isinstance(answer, bool) and _close(answer, math.exp(-0.1) / (math.exp(-0.1) + math.exp(-5.0)),
+                                                   tolerance=0.0005)
