@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lib.checks import check_binary, require_fitted
 from lib.grammar import gbnf_for_options
 from lib.hashing import fingerprint
 from lib.llm import DEFAULT_SERVER_TOP_LOGPROBS, Message, validate_messages
@@ -189,10 +190,9 @@ class CategoryCalibrator:
     def fit(self, categories: Sequence[str] | np.ndarray, correct: Sequence[bool] | np.ndarray) -> CategoryCalibrator:
         """Count answers and right answers per category; `categories` and `correct` have shape (n,)."""
         values = self._checked(categories)
-        right = np.asarray(correct, dtype=bool)
-        if len(values) != len(right) or not values:
-            raise ValueError(f"categories and correct must be non-empty and of one length, got {len(values)} "
-                             f"and {len(right)}")
+        right = check_binary(correct)
+        if len(values) != len(right):
+            raise ValueError(f"categories and correct must have one length, got {len(values)} and {len(right)}")
         self.fallback_ = float(right.mean())
         self.counts_ = {c: (sum(v == c for v in values), int(sum(r for v, r in zip(values, right) if v == c)))
                         for c in self.categories}
@@ -201,8 +201,7 @@ class CategoryCalibrator:
 
     def predict(self, categories: Sequence[str] | np.ndarray) -> np.ndarray:
         """The fitted probability of each category, shape (n,)."""
-        if not hasattr(self, "probabilities_"):
-            raise RuntimeError("CategoryCalibrator.predict needs fit(categories, correct) first, on calibration data")
+        require_fitted(self, "probabilities_", "predict")
         return np.array([self.probabilities_[c] for c in self._checked(categories)], dtype=float)
 
 
@@ -287,28 +286,27 @@ def paired_metrics(confidences: Mapping[str, np.ndarray], correct: Sequence[bool
                          f"{ {name: len(a) for name, a in arrays.items()} }")
     if y.all() or not y.any():
         raise ValueError("correct holds only one class; AUROC and AURC need right and wrong answers")
+    names, scorers = list(arrays), list(metrics.values())
     rng = np.random.default_rng(seed)
-    draws = np.empty((n, len(arrays), len(metrics)))
+    draws = np.empty((n, len(names), len(scorers)))  # resample, confidence, metric
     for b in range(n):
         rows = rng.integers(0, len(y), size=len(y))
         while y[rows].all() or not y[rows].any():
             rows = rng.integers(0, len(y), size=len(y))
-        for i, values in enumerate(arrays.values()):
-            for j, metric in enumerate(metrics.values()):
-                draws[b, i, j] = metric(values[rows], y[rows])
+        for i, name in enumerate(names):
+            draws[b, i] = [scorer(arrays[name][rows], y[rows]) for scorer in scorers]
     tail = (1.0 - level) / 2.0
-    names = list(arrays)
     ref = names.index(reference)
     out = []
-    for i, name in enumerate(names):
-        for j, metric_name in enumerate(metrics):
-            value = float(list(metrics.values())[j](arrays[name], y))
-            ref_value = float(list(metrics.values())[j](arrays[reference], y))
+    for j, (metric_name, scorer) in enumerate(metrics.items()):
+        reference_value = float(scorer(arrays[reference], y))
+        for i, name in enumerate(names):
+            value = float(scorer(arrays[name], y))
             low, high = np.quantile(draws[:, i, j], [tail, 1 - tail])
-            d_low, d_high = np.quantile(draws[:, i, j] - draws[:, ref, j], [tail, 1 - tail])
+            diff_low, diff_high = np.quantile(draws[:, i, j] - draws[:, ref, j], [tail, 1 - tail])
             out.append({"confidence": name, "metric": metric_name, "value": value, "low": float(low),
-                        "high": float(high), "difference": value - ref_value, "diff_low": float(d_low),
-                        "diff_high": float(d_high)})
+                        "high": float(high), "difference": value - reference_value, "diff_low": float(diff_low),
+                        "diff_high": float(diff_high)})
     return pd.DataFrame(out)
 
 

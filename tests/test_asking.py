@@ -137,7 +137,7 @@ def test_category_calibrator_maps_each_word_to_its_share_of_right_answers():
 
 
 def test_category_calibrator_refuses_unknown_words_and_predicting_before_fit():
-    with pytest.raises(RuntimeError, match="fit"):
+    with pytest.raises(ValueError, match="not fitted"):
         CategoryCalibrator().predict(["certain"])
     with pytest.raises(ValueError, match="sure"):
         CategoryCalibrator().fit(["sure"], [True])
