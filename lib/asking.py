@@ -146,19 +146,17 @@ def p_true(scores: Mapping[str, float], lowest_candidate: float | None = None) -
     - neither answer visible: NaN, never a guess.
     The embedded backend scores the whole vocabulary, so its P(True) is never bounded.
     """
-    answers = renormalize([(token.strip().lower(), float(lp)) for token, lp in scores.items()], ("yes", "no"))
-    probabilities, off = answers
-    visible = set(probabilities)
-    clean = {token: float(lp) for token, lp in scores.items()}
-    if visible == {"yes", "no"}:
+    read = [(token.strip().lower(), float(logprob)) for token, logprob in scores.items()]
+    probabilities, off = renormalize(read, ("yes", "no"))
+    clean = {token: float(logprob) for token, logprob in scores.items()}
+    if set(probabilities) == {"yes", "no"}:
         return TrueProbability(probabilities["yes"], off, False, clean)
-    if visible == {"no"}:
+    if set(probabilities) == {"no"}:
         return TrueProbability(0.0, off, True, clean)
-    if visible == {"yes"} and lowest_candidate is not None:
-        yes = [(token.strip().lower(), float(lp)) for token, lp in scores.items() if token.strip().lower() == "yes"]
-        bounded, _ = renormalize([*yes, ("no", float(lowest_candidate))], ("yes", "no"))
+    if set(probabilities) == {"yes"} and lowest_candidate is not None:
+        bounded, _ = renormalize([*read, ("no", float(lowest_candidate))], ("yes", "no"))
         return TrueProbability(bounded["yes"], off, True, clean)
-    return TrueProbability(math.nan, off, visible == {"yes"}, clean)
+    return TrueProbability(math.nan, off, bool(probabilities), clean)
 
 
 # --------------------------------------------------------------------------- the category map
