@@ -603,10 +603,11 @@ def _category_map_by_hand(answer: Any) -> bool:
     return _close_all(answer, (31 / 50, (31 + 9 + 2) / 80), tolerance=0.005)
 
 
-@exercise("nbask-ex2", hint="After the map every test answer has the same confidence, so every (right, wrong) pair "
-          "is a tie, and a tie counts one half.", expects="a number between 0 and 1")
-def _isotonic_flat_auroc(answer: Any) -> bool:
-    return not isinstance(answer, bool) and _close(answer, 0.5, tolerance=0.001)
+@exercise("nbask-ex2", hint="There are 2 x 2 (right, wrong) pairs; a pair in the right order counts 1, a tie one half. "
+          "Count them before the map, then again with the mapped values.",
+          expects="a pair of numbers between 0 and 1: (before, after)")
+def _isotonic_ties_a_right_pair(answer: Any) -> bool:
+    return _close_all(answer, (3.5 / 4, 3 / 4), tolerance=0.001)
 
 
 @exercise("nbask-ex3", hint="No was not among the candidates, so it has at most the lowest candidate's probability: "
