@@ -45,6 +45,7 @@ results: setup       ## run or resume every saved run (resumable): committees (m
 	$(PY) setup/run_committees.py
 	$(PY) setup/run_results.py
 	$(PY) setup/run_question_runs.py
+	$(PY) setup/run_asking.py
 
 # Serves the repository (so links to ../README.md and data/ open too) and opens on notebooks/.
 # --allow-root only as root (containers, cloud machines, CI); LAB_ARGS adds options, e.g. --port=8890.

@@ -596,3 +596,27 @@ def _answerability_from_logprobs(answer: Any) -> bool:
           expects="a number between 0 and 1")
 def _answer_precision(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 0.75, tolerance=0.005)
+
+
+# --------------------------------------------------------------------------- asking the model
+
+
+@exercise("nbask-ex1", hint="Each word's probability is the share of right answers among the calibration answers "
+          "that said it; a word nobody said gets the share right over all of them.",
+          expects="a pair of probabilities: (certain, unsure)")
+def _category_map_by_hand(answer: Any) -> bool:
+    return _close_all(answer, (31 / 50, (31 + 9 + 2) / 80), tolerance=0.005)
+
+
+@exercise("nbask-ex2", hint="There are 2 x 2 (right, wrong) pairs; a pair in the right order counts 1, a tie one half. "
+          "Count them before the map, then again with the mapped values.",
+          expects="a pair of numbers between 0 and 1: (before, after)")
+def _isotonic_ties_a_right_pair(answer: Any) -> bool:
+    return _close_all(answer, (3.5 / 4, 3 / 4), tolerance=0.001)
+
+
+@exercise("nbask-ex3", hint="No was not among the candidates, so it has at most the lowest candidate's probability: "
+          "count it at exp(-5.0) and renormalise exp(-0.1) over the two.", expects="a probability between 0 and 1")
+def _bounded_p_true(answer: Any) -> bool:
+    return not isinstance(answer, bool) and _close(answer, math.exp(-0.1) / (math.exp(-0.1) + math.exp(-5.0)),
+                                                   tolerance=0.0005)

@@ -66,6 +66,7 @@ RIGHT_ANSWERS = {
     "nb13-ex1": _clinc_handed_over_share, "nb13-ex2": _confident_group_share_of_second_step_errors,
     "nb14-ex1": 0.2, "nb14-ex2": 18, "nb14-ex3": 0.977,
     "nb15-ex1": "ask", "nb15-ex2": 0.778, "nb15-ex3": 0.75,
+    "nbask-ex1": (0.62, 0.525), "nbask-ex2": (0.875, 0.75), "nbask-ex3": 0.9926,
 }
 """A right answer per exercise whose answer numpy can hold (not nb04's lists of rule names, records and names)."""
 
