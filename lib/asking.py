@@ -448,7 +448,7 @@ def produce_asking_run(name: str, *, llm: Any = None, results_dir: Path = RESULT
 
     if name not in ASKING_RUNS:
         raise ValueError(f"no saved run {name!r}; the runs are {list(ASKING_RUNS)}")
-    llm = llm if llm is not None else get_llm()
+    llm = llm if llm is not None else get_llm(mode="live")  # the run's rows are their own record
     items, compute, settings = ASKING_RUNS[name](llm)
     return run_items(name, items, compute, model=llm.identity, backend=llm.backend_name, settings=settings,
                      mode="live", command=f"python setup/run_asking.py --run {name}", results_dir=results_dir,

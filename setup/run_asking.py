@@ -12,7 +12,6 @@ cores each answer costs the model a few seconds (the runs' rows keep the seconds
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -26,7 +25,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", choices=list(ASKING_RUNS), action="append", help="only this run (repeatable)")
     args = parser.parse_args()
-    os.environ["WORKBOOK_MODE"] = "live"  # the run's rows are their own record
     for name in args.run or list(ASKING_RUNS):
         path = produce_asking_run(name)
         header, rows = load_run(name)
