@@ -174,8 +174,8 @@ class OpenAICompatibleLLM(LocalMethods):
             raise ServerError(f"{url}: the server closed or broke the connection before its answer was complete "
                               f"({type(error).__name__}: {error})") from None
 
-    def _post_json(self, url: str, payload: dict, size_chars: int = 0) -> Any:
-        reply = self._request("POST", url, payload, size_chars=size_chars)
+    def _post_json(self, url: str, payload: dict) -> Any:
+        reply = self._request("POST", url, payload)
         if reply.status >= 400:
             raise ServerError(f"{url} answered {reply.status}: {reply.text[:500]}")
         return reply.json()

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,7 +87,6 @@ def running_server(model_path: Path | None = None, *, port: int | None = None, n
 
 
 def _in_main_thread() -> bool:
-    import threading
     return threading.current_thread() is threading.main_thread()
 
 
