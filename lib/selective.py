@@ -36,7 +36,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 from lib.checks import check_binary, check_confidence_correct, check_positive_int, check_scores, check_unit_interval
 
@@ -54,6 +53,7 @@ __all__ = [
     "auroc",
     "accuracy_at_coverage",
     "precision_at_recall",
+    "selective_score_intervals",
     "top_two_gap",
     "agreement_features",
 ]
@@ -96,22 +96,36 @@ def threshold_curve(scores: Sequence[float] | np.ndarray, correct: Sequence[bool
     every score is NaN.
     """
     values, corr = _scores_correct(scores, correct)
-    candidate = ~np.isnan(values)
-    if not candidate.any():
-        raise ValueError("scores has no value that is not NaN: nothing to put a threshold on")
-    # np.unique sorts ascending; reverse for descending thresholds.
-    thresholds, group, group_counts = np.unique(values[candidate], return_inverse=True, return_counts=True)
-    group_correct = np.bincount(group, weights=corr[candidate].astype(float), minlength=thresholds.size)
-    counts = np.cumsum(group_counts[::-1])
-    n_correct = np.cumsum(group_correct[::-1])
+    thresholds, counts, n_correct = _threshold_steps(values, corr)
     return pd.DataFrame(
         {
-            "threshold": thresholds[::-1],
+            "threshold": thresholds,
             "count": counts,
             "coverage": counts / values.size,
             "accuracy": n_correct / counts,
         }
     )
+
+
+def _threshold_steps(values: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The columns of `threshold_curve` as arrays, for metrics that run thousands of times (bootstraps).
+
+    Args:
+        values: shape (n,), floats, NaN for items never accepted.
+        corr: shape (n,), booleans.
+
+    Returns:
+        `(thresholds, counts, n_correct)`, each of shape (k,) for k distinct non-NaN scores:
+        thresholds in descending order, items accepted and right answers among them.
+    """
+    candidate = ~np.isnan(values)
+    if not candidate.any():
+        raise ValueError("scores has no value that is not NaN: nothing to put a threshold on")
+    order = np.argsort(-values[candidate], kind="stable")  # one sort, highest score first
+    descending = values[candidate][order]
+    group_ends = np.append(np.flatnonzero(descending[1:] != descending[:-1]), descending.size - 1)
+    right_so_far = np.cumsum(corr[candidate][order])
+    return descending[group_ends], group_ends + 1, right_so_far[group_ends].astype(float)
 
 
 def fit_threshold(
@@ -265,9 +279,15 @@ def aurc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.
     risk is that of the larger acted set. Without ties this is the usual
     `(1/n) * sum_i risk(top i items)`; tied items share the risk of their whole group.
     """
-    curve = risk_coverage(confidence, correct)
-    widths = np.diff(curve["coverage"].to_numpy(), prepend=0.0)
-    return float(np.sum(widths * curve["risk"].to_numpy()))
+    conf, corr = check_confidence_correct(confidence, correct)
+    _, counts, n_correct = _threshold_steps(conf, corr)
+    return _aurc_of_steps(counts, n_correct)
+
+
+def _aurc_of_steps(counts: np.ndarray, n_correct: np.ndarray) -> float:
+    """`aurc` from the acted counts and right answers of every threshold, highest first, shape (k,)."""
+    widths = np.diff(counts / counts[-1], prepend=0.0)
+    return float(np.sum(widths * (1.0 - n_correct / counts)))
 
 
 def oracle_aurc(correct: Sequence[bool] | np.ndarray) -> float:
@@ -292,9 +312,11 @@ def oracle_aurc(correct: Sequence[bool] | np.ndarray) -> float:
 def auroc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray) -> float:
     """Probability that a random right answer has higher confidence than a random wrong one.
 
-    Ties count one half. Computed from ranks (Mann-Whitney U): with average ranks `r` of
-    the confidences, `AUROC = (sum of r over right answers - P (P + 1) / 2) / (P N)` for
-    P right and N wrong answers. Equals `sklearn.metrics.roc_auc_score(correct, confidence)`.
+    Ties count one half. This is the Mann-Whitney U statistic over its maximum: with P right
+    and N wrong answers, `AUROC = U / (P N)`, where U counts the (right, wrong) pairs in which
+    the right answer is more confident, ties counting one half. (U also equals the sum of the
+    right answers' average ranks minus `P (P + 1) / 2`.) Equals
+    `sklearn.metrics.roc_auc_score(correct, confidence)`.
     0.5 means confidence does not separate right from wrong; 1.0 means it separates perfectly.
 
     Raises ValueError if `correct` holds only one class (AUROC is undefined).
@@ -306,9 +328,22 @@ def auroc(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np
         raise ValueError(
             "correct holds only one class (all right or all wrong); AUROC needs both right and wrong answers"
         )
-    ranks = rankdata(conf, method="average")
-    u_statistic = ranks[corr].sum() - n_right * (n_right + 1) / 2.0
-    return float(u_statistic / (n_right * n_wrong))
+    _, counts, n_correct = _threshold_steps(conf, corr)
+    return _auroc_of_steps(counts, n_correct)
+
+
+def _auroc_of_steps(counts: np.ndarray, n_correct: np.ndarray) -> float:
+    """`auroc` from the acted counts and right answers of every threshold, highest first, shape (k,).
+
+    Each tie group's right answers beat the wrong answers of every lower group and tie with
+    the wrong ones of their own group, so `2 U = sum over groups of right * (2 * wrong below +
+    wrong in the group)`: a sum of whole numbers, exact in floating point.
+    """
+    right = np.diff(n_correct, prepend=0.0)
+    wrong = np.diff(counts, prepend=0) - right
+    wrong_below = wrong.sum() - np.cumsum(wrong)
+    pairs_twice = np.sum(right * (2.0 * wrong_below + wrong))
+    return float(pairs_twice / 2.0 / (n_correct[-1] * wrong.sum()))
 
 
 def accuracy_at_coverage(
@@ -357,11 +392,77 @@ def precision_at_recall(
     n_right = int(corr.sum())
     if n_right == 0:
         raise ValueError("correct holds no right answer; recall is undefined")
-    curve = accuracy_coverage(conf, corr)
-    right_acted = np.rint(curve["accuracy"].to_numpy() * curve["count"].to_numpy())
+    _, counts, n_correct = _threshold_steps(conf, corr)
+    return _precision_at_recall_of_steps(counts, n_correct, recall)
+
+
+def _precision_at_recall_of_steps(counts: np.ndarray, n_correct: np.ndarray, recall: float) -> float:
+    """`precision_at_recall` from the acted counts and right answers of every threshold, highest first, shape (k,)."""
     # Tolerance so that e.g. recall=0.5 with 4 right answers reaches the row holding 2 of them.
-    reached = right_acted / n_right >= recall - 1e-12
-    return float(curve["accuracy"].to_numpy()[np.argmax(reached)])
+    reached = n_correct / n_correct[-1] >= recall - 1e-12
+    first = np.argmax(reached)
+    return float(n_correct[first] / counts[first])
+
+
+def selective_score_intervals(
+    confidence: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
+    recall: float,
+    *,
+    n: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, tuple[float, float, float]]:
+    """AUROC, AURC and precision at `recall`, each with its percentile bootstrap interval.
+
+    The result equals calling `lib.intervals.bootstrap_interval` three times (with `auroc`,
+    `aurc` and `precision_at_recall`, the same `n`, `seed` and `level`): the same resamples,
+    the same numbers. It is faster because it sorts the confidences once. A resample only
+    changes how many times each item is drawn, so each one is scored by counting the draws per
+    tie group of the sorted original (no sort at all), where the three metrics take one sort
+    each per resample.
+
+    Args:
+        confidence: shape (n,), in [0, 1].
+        correct: shape (n,), booleans or 0/1, holding right and wrong answers.
+        recall: the share of right answers to keep for the precision, in (0, 1].
+        n: number of bootstrap resamples (>= 1).
+        seed: seed of `numpy.random.default_rng`, as in `bootstrap_interval`.
+        level: interval coverage in (0, 1).
+
+    Returns:
+        `{"AUROC": (estimate, low, high), "AURC": (...), "precision": (...)}`.
+
+    Raises ValueError when `correct` holds one class only, or when a resample does (AUROC
+    is undefined there, as it would be for `bootstrap_interval(auroc, ...)`).
+    """
+    check_unit_interval(recall, "recall", include_zero=False)
+    check_positive_int(n, "n (number of resamples)")
+    check_unit_interval(level, "level", include_zero=False, include_one=False)
+    conf, corr = check_confidence_correct(confidence, correct)
+    metrics = {"AUROC": auroc, "AURC": aurc, "precision": lambda c, y: precision_at_recall(c, y, recall)}
+    estimates = {name: metric(conf, corr) for name, metric in metrics.items()}
+    # Tie groups of the original, highest confidence first; a resample is a count of draws per item.
+    order = np.argsort(-conf, kind="stable")
+    descending = conf[order]
+    group_of_item = np.empty(conf.size, dtype=np.intp)
+    group_of_item[order] = np.cumsum(np.r_[0, descending[1:] != descending[:-1]])
+    n_groups = int(group_of_item.max()) + 1
+    rng = np.random.default_rng(seed)
+    replicates = np.empty((n, 3))
+    for b in range(n):
+        rows = rng.integers(0, conf.size, size=conf.size)
+        drawn = np.bincount(group_of_item[rows], minlength=n_groups)
+        right = np.bincount(group_of_item[rows], weights=corr[rows].astype(float), minlength=n_groups)
+        present = drawn > 0
+        counts, n_correct = np.cumsum(drawn[present]), np.cumsum(right[present])
+        if n_correct[-1] in (0, conf.size):
+            raise ValueError(f"bootstrap resample {b} holds only one class; AUROC is undefined on it")
+        replicates[b] = (_auroc_of_steps(counts, n_correct), _aurc_of_steps(counts, n_correct),
+                         _precision_at_recall_of_steps(counts, n_correct, recall))
+    tail = (1.0 - level) / 2.0
+    ends = np.quantile(replicates, [tail, 1.0 - tail], axis=0)
+    return {name: (estimates[name], float(ends[0, i]), float(ends[1, i])) for i, name in enumerate(metrics)}
 
 
 def top_two_gap(probabilities: Sequence[float] | np.ndarray) -> float:

@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from lib.selective import (UnreachableTargetWarning, accuracy_at_coverage, accuracy_coverage, agreement_features,
-                           auroc, aurc, fit_threshold, precision_at_recall, risk_coverage, target_reached,
-                           threshold_curve, tie_aware_accuracy_coverage, top_two_gap)
+from lib.intervals import bootstrap_interval
+from lib.selective import (UnreachableTargetWarning, accuracy_at_coverage, accuracy_coverage, agreement_features, aurc,
+                           auroc, fit_threshold, precision_at_recall, risk_coverage, selective_score_intervals,
+                           target_reached, threshold_curve, tie_aware_accuracy_coverage, top_two_gap)
 
 # Ties on purpose: 0.9 twice, one right and one wrong.
 CONFIDENCE = [0.8, 0.9, 0.5, 0.9]
@@ -257,3 +258,29 @@ def test_target_reached_is_the_rule_fit_threshold_applies():
         target_reached([True], [1, 0], 0.5)
     with pytest.raises(ValueError, match="target_precision"):
         target_reached([True], [1], 1.2)
+
+
+@pytest.mark.parametrize("decimals", [None, 1, 2])
+def test_selective_score_intervals_equal_three_bootstraps_on_the_same_resamples(decimals):
+    rng = np.random.default_rng(4)
+    confidence = rng.random(300)
+    if decimals is not None:
+        confidence = np.round(confidence, decimals)  # many ties
+    correct = rng.random(300) < confidence
+    expected = {
+        "AUROC": bootstrap_interval(auroc, confidence, correct, n=150, seed=3),
+        "AURC": bootstrap_interval(aurc, confidence, correct, n=150, seed=3),
+        "precision": bootstrap_interval(lambda c, y: precision_at_recall(c, y, 0.8), confidence, correct, n=150, seed=3),
+    }
+    assert selective_score_intervals(confidence, correct, 0.8, n=150, seed=3) == expected
+
+
+def test_selective_score_intervals_refuse_one_class_and_bad_settings():
+    with pytest.raises(ValueError, match="one class"):
+        selective_score_intervals([0.2, 0.9, 0.5], [True, True, True], 0.5)
+    with pytest.raises(ValueError, match="only one class"):  # a resample of two items drew one of them twice
+        selective_score_intervals([0.2, 0.9], [True, False], 0.5, n=50)
+    with pytest.raises(ValueError, match="recall"):
+        selective_score_intervals([0.2, 0.9], [True, False], 0.0)
+    with pytest.raises(ValueError, match="n"):
+        selective_score_intervals([0.2, 0.9], [True, False], 0.5, n=0)
