@@ -8,7 +8,7 @@ step's `SupportModel` with `fit_support` on the judged dev answers (`dev_answers
 perplexity ceiling with `fit_perplexity_ceiling`.
 
 `ASSISTANT_SETTINGS` holds the assistant's settings once (sections shown, headings offered,
-answer budget, the dev targets): notebook 15 and the saved runs of `lib.question_runs` both
+answer budget, the dev targets): notebook 16 and the saved runs of `lib.question_runs` both
 read them, and `build_assistant` builds the assistant exactly as the notebook does.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class AssistantSettings:
-    """The assistant of notebook 15: what it shows and offers, and the targets its thresholds are fitted to on dev."""
+    """The assistant of notebook 16: what it shows and offers, and the targets its thresholds are fitted to on dev."""
 
     n_sources: int = 2
     """Sections shown to the model."""
@@ -62,7 +62,7 @@ class AssistantSettings:
 
 
 ASSISTANT_SETTINGS = AssistantSettings()
-"""The one set of settings notebook 15 and its saved runs use."""
+"""The one set of settings notebook 16 and its saved runs use."""
 
 
 def fit_gates(
@@ -146,7 +146,7 @@ def fit_answerability_gate(traces: Sequence[Trace | float], correct: Sequence[bo
 
 @dataclass
 class AssistantSetup:
-    """Notebook 15's assistant with every gate fitted on dev, and the questions it is measured on."""
+    """Notebook 16's assistant with every gate fitted on dev, and the questions it is measured on."""
 
     assistant: Assistant
     dev: pd.DataFrame
@@ -155,7 +155,7 @@ class AssistantSetup:
 
 
 def build_assistant(llm: LLM) -> AssistantSetup:
-    """Fit the three gates on dev and build the assistant exactly as notebook 15 does (threshold not fitted).
+    """Fit the three gates on dev and build the assistant exactly as notebook 16 does (threshold not fitted).
 
     `dev_fit` holds every dev question that passes the boundary, in a seeded random order: the
     saved dev run answers each of them whatever the retrieval gate says, so that P(yes) and
@@ -202,7 +202,7 @@ def dev_answers(dev_rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def fit_support(dev_rows: pd.DataFrame, target: float) -> SupportModel:
-    """The `lib.assistant.SupportModel` of notebook 15: fitted on `dev_answers(dev_rows)` at precision `target`."""
+    """The `lib.assistant.SupportModel` of notebook 16: fitted on `dev_answers(dev_rows)` at precision `target`."""
     answers = dev_answers(dev_rows)
     return SupportModel(target_precision=target).fit(answers["p_yes"], answers["top_score"], answers["margin"],
                                                     answers["right"].astype(bool))

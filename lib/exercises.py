@@ -335,23 +335,23 @@ def _member_that_fixes_the_committee(answer: Any) -> bool:
     return check_committee([*committee, chosen[0]], case["home_department"]).ok
 
 
-# --------------------------------------------------------------------------- notebook 08
+# --------------------------------------------------------------------------- notebook 09
 
 
-@exercise("nb08-ex1", hint="Shares 2/5, 2/5 and 1/5; entropy is -sum p log p with the natural log.",
+@exercise("nb09-ex1", hint="Shares 2/5, 2/5 and 1/5; entropy is -sum p log p with the natural log.",
           expects="a number of nats, e.g. 0.5")
 def _semantic_entropy_by_hand(answer: Any) -> bool:
     shares = (0.4, 0.4, 0.2)
     return _close(answer, -sum(p * math.log(p) for p in shares), tolerance=0.005)
 
 
-@exercise("nb08-ex2", hint="The k-th answer is compared with one representative per existing cluster, and "
+@exercise("nb09-ex2", hint="The k-th answer is compared with one representative per existing cluster, and "
           "bidirectional() stops after the first direction says no.", expects="a whole number")
 def _entailment_calls(answer: Any) -> bool:
     return float(answer) == sum(range(5))
 
 
-@exercise("nb08-ex3", hint="Entropy of the shares 2/4 and 2/4, divided by log 4, taken from 1, gives the samples' "
+@exercise("nb09-ex3", hint="Entropy of the shares 2/4 and 2/4, divided by log 4, taken from 1, gives the samples' "
           "confidence; then threshold * (calibrated / threshold + that confidence) / 2.", expects="a number between 0 and 1")
 def _cascade_by_hand(answer: Any) -> bool:
     from lib.semantic_entropy import cascade_confidence, discrete_semantic_entropy, max_entropy
@@ -388,10 +388,10 @@ def _three_token_intent(answer: Any) -> bool:
     return _close(answer, 0.30 / (0.30 + 0.10), tolerance=0.005)
 
 
-# --------------------------------------------------------------------------- notebook 09
+# --------------------------------------------------------------------------- notebook 10
 
 
-@exercise("nb09-ex1", hint="The two 0.9s share a bin, and so do the two 0.6s; per bin take |accuracy - mean "
+@exercise("nb10-ex1", hint="The two 0.9s share a bin, and so do the two 0.6s; per bin take |accuracy - mean "
           "confidence| and weight it by the bin's share of the four answers.", expects="a number, e.g. 0.25")
 def _ece_by_hand(answer: Any) -> bool:
     from lib.calibration import ece
@@ -399,7 +399,7 @@ def _ece_by_hand(answer: Any) -> bool:
     return _close(answer, ece([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.005)
 
 
-@exercise("nb09-ex2", hint="Square (confidence - outcome) for each answer, outcome 1 if right and 0 if wrong, and "
+@exercise("nb10-ex2", hint="Square (confidence - outcome) for each answer, outcome 1 if right and 0 if wrong, and "
           "average the four squares.", expects="a number between 0 and 1")
 def _brier_by_hand(answer: Any) -> bool:
     from lib.calibration import brier
@@ -407,7 +407,7 @@ def _brier_by_hand(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, brier([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.002)
 
 
-@exercise("nb09-ex3", hint="Three of the four are right, so every answer gets 0.75; square (0.75 - outcome) for each "
+@exercise("nb10-ex3", hint="Three of the four are right, so every answer gets 0.75; square (0.75 - outcome) for each "
           "and average.", expects="a number between 0 and 1")
 def _constant_brier_by_hand(answer: Any) -> bool:
     from lib.calibration import brier
@@ -443,22 +443,22 @@ def _too_few_candidates(answer: Any) -> bool:
     return _close(answer, 0.5 / (0.5 + 0.3), tolerance=0.002)
 
 
-# --------------------------------------------------------------------------- notebooks 12 and 13
+# --------------------------------------------------------------------------- notebooks 13 and 14
 
 
-@exercise("nb12-ex1", hint="List every (right, wrong) pair and count the pairs where the right answer has the "
+@exercise("nb13-ex1", hint="List every (right, wrong) pair and count the pairs where the right answer has the "
           "higher confidence; divide by the number of pairs.", expects="a number between 0 and 1")
 def _auroc_by_hand(answer: Any) -> bool:
     return _close(answer, 0.5, tolerance=1e-6)
 
 
-@exercise("nb12-ex2", hint="Act on the top 1, 2, 3 answers in turn; the risk is the share of wrong answers among "
+@exercise("nb13-ex2", hint="Act on the top 1, 2, 3 answers in turn; the risk is the share of wrong answers among "
           "those acted on. AURC is the mean of the three risks.", expects="a number between 0 and 1")
 def _aurc_by_hand(answer: Any) -> bool:
     return _close(answer, (0.0 + 0.5 + 1.0 / 3.0) / 3.0, tolerance=0.001)
 
 
-@exercise("nb13-ex1", hint="Take the out-of-scope rows (~in_scope_test), compare their embed-logreg confidence with "
+@exercise("nb14-ex1", hint="Take the out-of-scope rows (~in_scope_test), compare their embed-logreg confidence with "
           "0.5, and take the mean of the comparison.", expects="a number between 0 and 1")
 def _clinc_handed_over_share(answer: Any) -> bool:
     from lib.datasets import OUT_OF_SCOPE
@@ -470,7 +470,7 @@ def _clinc_handed_over_share(answer: Any) -> bool:
     return _close(answer, float(handed_over[out_of_scope].mean()), tolerance=0.002)
 
 
-@exercise("nb13-ex2", hint="Keep the test rows with the right group and the wrong intent (in_candidates & ~correct); "
+@exercise("nb14-ex2", hint="Keep the test rows with the right group and the wrong intent (in_candidates & ~correct); "
           "among them, take the mean of p_group >= 0.5.", expects="a number between 0 and 1")
 def _confident_group_share_of_second_step_errors(answer: Any) -> bool:
     from lib.runs import load_results
@@ -481,17 +481,17 @@ def _confident_group_share_of_second_step_errors(answer: Any) -> bool:
     return _close(answer, float(confident_group[second_step_error].mean()), tolerance=0.001)
 
 
-# --------------------------------------------------------------------------- notebook 10
+# --------------------------------------------------------------------------- notebook 11
 
 
-@exercise("nb10-ex1", hint="Divide the log-probabilities by 2, i.e. take square roots of 0.8 and 0.2, then "
+@exercise("nb11-ex1", hint="Divide the log-probabilities by 2, i.e. take square roots of 0.8 and 0.2, then "
           "renormalise so they sum to 1.", expects="a number between 0 and 1")
 def _temperature_two(answer: Any) -> bool:
     top = math.sqrt(0.8) / (math.sqrt(0.8) + math.sqrt(0.2))
     return _close(answer, top, tolerance=0.005)
 
 
-@exercise("nb10-ex2", hint="Put the three rows of log-probabilities in an array, right option first, and reuse "
+@exercise("nb11-ex2", hint="Put the three rows of log-probabilities in an array, right option first, and reuse "
           "mean_nll and minimize_scalar from the fit by hand above.", expects="a temperature, e.g. 1.25")
 def _temperature_fit_by_hand(answer: Any) -> bool:
     import numpy as np
@@ -503,7 +503,7 @@ def _temperature_fit_by_hand(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, fitted, tolerance=0.01)
 
 
-@exercise("nb10-ex3", hint="Write the top confidence of each message as a function of T (softmax of the logs divided "
+@exercise("nb11-ex3", hint="Write the top confidence of each message as a function of T (softmax of the logs divided "
           "by T), then try temperatures between 0.5 and 1, or let scipy.optimize.brentq find where the difference is 0.",
           expects="a temperature, e.g. 0.8")
 def _temperature_where_ranking_flips(answer: Any) -> bool:
@@ -516,10 +516,10 @@ def _temperature_where_ranking_flips(answer: Any) -> bool:
     return _close(answer, crossing, tolerance=0.006)
 
 
-# --------------------------------------------------------------------------- notebook 11
+# --------------------------------------------------------------------------- notebook 12
 
 
-@exercise("nb11-ex1", hint="Walk left to right keeping blocks with their means; when a block's mean falls below the "
+@exercise("nb12-ex1", hint="Walk left to right keeping blocks with their means; when a block's mean falls below the "
           "one before it, merge the two and check again backwards.", expects="a list of six numbers")
 def _pav_by_hand(answer: Any) -> bool:
     from lib.calibration import IsotonicCalibrator
@@ -529,7 +529,7 @@ def _pav_by_hand(answer: Any) -> bool:
     return _close_all(answer, staircase, tolerance=0.005)
 
 
-@exercise("nb11-ex2", hint="Fit the staircase by hand (pool the 0.4 right and the 0.6 wrong), then count the "
+@exercise("nb12-ex2", hint="Fit the staircase by hand (pool the 0.4 right and the 0.6 wrong), then count the "
           "(right, wrong) pairs again: a tie earns half a pair.", expects="a number between 0 and 1")
 def _isotonic_auroc_on_its_own_data(answer: Any) -> bool:
     import numpy as np
@@ -542,7 +542,7 @@ def _isotonic_auroc_on_its_own_data(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, auroc(staircase, right), tolerance=0.001)
 
 
-@exercise("nb11-ex3", hint="Bins [0, 1/3), [1/3, 2/3), [2/3, 1]: each raw value gets the share right among the "
+@exercise("nb12-ex3", hint="Bins [0, 1/3), [1/3, 2/3), [2/3, 1]: each raw value gets the share right among the "
           "calibration answers in its bin.", expects="a pair of numbers: (value for 0.55, value for 0.92)")
 def _histogram_binning_by_hand(answer: Any) -> bool:
     import numpy as np
@@ -554,21 +554,21 @@ def _histogram_binning_by_hand(answer: Any) -> bool:
     return _close_all(answer, fitted.predict(np.array([0.55, 0.92])), tolerance=0.005)
 
 
-# --------------------------------------------------------------------------- notebook 14
+# --------------------------------------------------------------------------- notebook 15
 
 
-@exercise("nb14-ex1", hint="If the right label is among the options with probability p, asking costs p * 1 + (1 - p) * (1 + 5); "
+@exercise("nb15-ex1", hint="If the right label is among the options with probability p, asking costs p * 1 + (1 - p) * (1 + 5); "
           "set that equal to the cost of handing over and solve for p.", expects="a probability between 0 and 1")
 def _ask_break_even(answer: Any) -> bool:
     return _close(answer, 0.2, tolerance=0.005)
 
 
-@exercise("nb14-ex2", hint="k = ceil((n + 1) * (1 - alpha)) with n calibration messages.", expects="a whole number")
+@exercise("nb15-ex2", hint="k = ceil((n + 1) * (1 - alpha)) with n calibration messages.", expects="a whole number")
 def _conformal_rank(answer: Any) -> bool:
     return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 18
 
 
-@exercise("nb14-ex3", hint="Write both expected costs: ACT costs 30 minutes when the top answer is wrong; ASK costs "
+@exercise("nb15-ex3", hint="Write both expected costs: ACT costs 30 minutes when the top answer is wrong; ASK costs "
           "0.5 or 0.5 + 4 depending only on whether the right label is among the options. Set them equal "
           "and solve for p.",
           expects="a probability between 0 and 1")
@@ -576,46 +576,46 @@ def _act_over_ask_threshold(answer: Any) -> bool:
     return _close(answer, 1 - (0.95 * 0.5 + 0.05 * 4.5) / 30, tolerance=0.001)
 
 
-# --------------------------------------------------------------------------- notebook 15
+# --------------------------------------------------------------------------- notebook 16
 
 
-@exercise("nb15-ex1", hint="The boundary passed; compare the top score and the margin with their thresholds, "
+@exercise("nb16-ex1", hint="The boundary passed; compare the top score and the margin with their thresholds, "
           "then, if the retrieval gate fails, the top score with the ask threshold.",
           expects='"act", "ask", "out_of_scope" or "hand_over"')
 def _assistant_decision(answer: Any) -> bool:
     return _normalized(answer).replace(" ", "_").replace("-", "_") == "ask"
 
 
-@exercise("nb15-ex2", hint="Add exp(-0.7) and exp(-1.6) for yes, exp(-1.9) and exp(-3.0) for no, "
+@exercise("nb16-ex2", hint="Add exp(-0.7) and exp(-1.6) for yes, exp(-1.9) and exp(-3.0) for no, "
           "then divide yes by yes + no.", expects="a probability between 0 and 1")
 def _answerability_from_logprobs(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 0.7779, tolerance=0.002)
 
 
-@exercise("nb15-ex3", hint="Unjudged answers are left out: divide the answers judged right by the answers judged.",
+@exercise("nb16-ex3", hint="Unjudged answers are left out: divide the answers judged right by the answers judged.",
           expects="a number between 0 and 1")
 def _answer_precision(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 0.75, tolerance=0.005)
 
 
-# --------------------------------------------------------------------------- asking the model
+# --------------------------------------------------------------------------- notebook 08
 
 
-@exercise("nbask-ex1", hint="Each word's probability is the share of right answers among the calibration answers "
+@exercise("nb08-ex1", hint="Each word's probability is the share of right answers among the calibration answers "
           "that said it; a word nobody said gets the share right over all of them.",
           expects="a pair of probabilities: (certain, unsure)")
 def _category_map_by_hand(answer: Any) -> bool:
     return _close_all(answer, (31 / 50, (31 + 9 + 2) / 80), tolerance=0.005)
 
 
-@exercise("nbask-ex2", hint="There are 2 x 2 (right, wrong) pairs; a pair in the right order counts 1, a tie one half. "
+@exercise("nb08-ex2", hint="There are 2 x 2 (right, wrong) pairs; a pair in the right order counts 1, a tie one half. "
           "Count them before the map, then again with the mapped values.",
           expects="a pair of numbers between 0 and 1: (before, after)")
 def _isotonic_ties_a_right_pair(answer: Any) -> bool:
     return _close_all(answer, (3.5 / 4, 3 / 4), tolerance=0.001)
 
 
-@exercise("nbask-ex3", hint="No was not among the candidates, so it has at most the lowest candidate's probability: "
+@exercise("nb08-ex3", hint="No was not among the candidates, so it has at most the lowest candidate's probability: "
           "count it at exp(-5.0) and renormalise exp(-0.1) over the two.", expects="a probability between 0 and 1")
 def _bounded_p_true(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, math.exp(-0.1) / (math.exp(-0.1) + math.exp(-5.0)),

@@ -1,4 +1,4 @@
-"""The saved runs behind notebooks 05, 06, 07, 08 and 15: every question or message they measure, answered once.
+"""The saved runs behind notebooks 05, 06, 07, 09 and 16: every question or message they measure, answered once.
 
 A notebook re-executes in a couple of minutes; measuring 60 handbook questions with samples
 and entailment checks, or 128 test questions through the whole assistant, takes the 1.5B
@@ -8,7 +8,7 @@ header with model, settings and their fingerprint, mode and command; one row per
 resumable). The notebooks run the same functions live on a few cases and read these files
 for the tables.
 
-- `handbook-short-answers` (notebooks 06 and 08): 60 short-answer handbook questions, each
+- `handbook-short-answers` (notebooks 06 and 09): 60 short-answer handbook questions, each
   with its retrieved section, the greedy answer with its token log-probabilities (5
   candidates per token), 4 samples at temperature 0.7 and the entailment clusters.
 - `banking77-full-list-replies` (07): 24 BANKING77 calibration messages, the full-list
@@ -32,7 +32,7 @@ for the tables.
   answerability threshold and the `lib.assistant.SupportModel`), and on all 128 test
   questions: each decision with the numbers behind it, the citations' verdict, and the
   perplexity of every generated answer. The assistant is `lib.assistant_fitting.build_assistant`,
-  with the settings notebook 15 reads (`lib.assistant_fitting.ASSISTANT_SETTINGS`).
+  with the settings notebook 16 reads (`lib.assistant_fitting.ASSISTANT_SETTINGS`).
 
 Produce them with `python setup/run_question_runs.py` (`make results` runs it too). In
 replay mode the answers come from the notebooks' recordings instead of the model: the same
@@ -497,16 +497,16 @@ def _assistant_test(llm: Any, results_dir: Path):
 
 
 RUNS: dict[str, ItemRun] = {run.name: run for run in (
-    ItemRun(HANDBOOK, "06, 08", ("06-answer-confidence", "08-semantic-entropy"), _handbook),
+    ItemRun(HANDBOOK, "06, 09", ("06-answer-confidence", "09-semantic-entropy"), _handbook),
     ItemRun(FULL_LIST, "07", ("07-decision-probabilities",), _full_list),
     ItemRun(LETTERS_NAMES, "07", ("07-decision-probabilities",), _letters_names),
     ItemRun(ROUTED_CODES, "05", ("05-grammars",), _routed_codes),
     ItemRun(BANKING_INJECTION, "05", ("05-grammars",), _injection("banking77")),
     ItemRun(CLINC_INJECTION, "05", ("05-grammars",), _injection("clinc150")),
     ItemRun(GRAMMAR_VS_FREE, "05", ("05-grammars",), _grammar_vs_free),
-    ItemRun(SILENT_CORPUS, "15", ("15-assistant",), _silent_corpus),
-    ItemRun(ASSISTANT_DEV, "15", ("15-assistant",), _assistant_dev),
-    ItemRun(ASSISTANT_TEST, "15", ("15-assistant",), _assistant_test),
+    ItemRun(SILENT_CORPUS, "16", ("16-assistant",), _silent_corpus),
+    ItemRun(ASSISTANT_DEV, "16", ("16-assistant",), _assistant_dev),
+    ItemRun(ASSISTANT_TEST, "16", ("16-assistant",), _assistant_test),
 )}
 """Every saved item run, in the order `make results` produces them (the test run needs the dev run)."""
 

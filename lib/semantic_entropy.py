@@ -18,7 +18,7 @@ What is here:
 - `discrete_semantic_entropy`: entropy (in nats) of the cluster frequencies.
 - `rand_agreement`: how often two clusterings agree on "same cluster or not" for a pair.
 - `short_answer_messages`, `sample_answers`: the prompt and the sampling of notebooks 06
-  and 08 (one greedy answer with token probabilities, then seeded samples).
+  and 09 (one greedy answer with token probabilities, then seeded samples).
 - `auroc_difference`: the paired bootstrap of the difference between two signals' AUROC.
 - `cascade_confidence`: cheap calibrated confidence first; only the answers below a
   threshold pay for semantic entropy, which then joins in their score.
@@ -192,7 +192,7 @@ def max_entropy(n: int) -> float:
 
 SHORT_ANSWER_SYSTEM = ("Answer the question from the handbook section below. Reply with the answer only, "
                        "in a few words, not a sentence.\n\n{context}")
-"""The instructions for the short answers of notebooks 06 and 08; `{context}` is the retrieved section."""
+"""The instructions for the short answers of notebooks 06 and 09; `{context}` is the retrieved section."""
 SHORT_ANSWER_MAX_TOKENS = 12
 SAMPLE_TEMPERATURE = 0.7
 N_SAMPLES = 4
