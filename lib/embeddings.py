@@ -96,15 +96,19 @@ class SavedEmbeddings:
         embed_texts: `embed_texts(texts)` returns vectors of shape (len(texts), dim); MiniLM by default.
         model_id: identifies the model behind `embed_texts`; MiniLM's `model_fingerprint()`
             by default (a custom `embed_texts` needs its own `model_id`).
+        read_only: never write the file: a text it lacks is embedded and kept in memory only.
+            For notebooks that read the vectors another notebook saved (the handbook's chunks
+            and questions), so that running them never changes a committed file.
     """
 
     def __init__(self, path: str | Path, *, embed_texts: Callable[[Sequence[str]], np.ndarray] | None = None,
-                 model_id: str | None = None) -> None:
+                 model_id: str | None = None, read_only: bool = False) -> None:
         if (embed_texts is None) != (model_id is None):
             raise ValueError("give embed_texts and model_id together (or neither, for MiniLM)")
         self.path = Path(path)
         self.embed_texts = embed_texts or embed
         self.model_id = model_id or model_fingerprint()
+        self.read_only = read_only
         self.rows: dict[str, np.ndarray] = self._read()
         self.computed = 0
         """How many texts this object had to embed (the rest came from the file)."""
@@ -141,7 +145,8 @@ class SavedEmbeddings:
                 raise ValueError(f"embed_texts returned {vectors.shape[0]} vectors for {len(missing)} texts")
             self.rows.update((key, vector) for (key, _), vector in zip(missing, vectors))
             self.computed += len(missing)
-            self._write()
+            if not self.read_only:
+                self._write()
         if not texts:
             return np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
         return np.stack([self.rows[key] for key in keys]).astype(np.float32)

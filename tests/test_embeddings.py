@@ -77,14 +77,29 @@ def test_arguments_are_checked(tmp_path):
     assert store.embed([]).shape[0] == 0 and not (tmp_path / "v.npz").exists()
 
 
-def test_notebook02_saved_vectors_are_complete_and_current():
-    """The committed vectors cover notebook 02's texts and were made by the installed MiniLM,
-    so the notebook reads them all and never writes the file."""
+def test_a_read_only_store_embeds_what_it_lacks_and_never_writes(tmp_path):
+    path = tmp_path / "vectors.npz"
+    saved = SavedEmbeddings(path, embed_texts=CountingEmbedder(), model_id="fake-1").embed(["kept"])
+    before = path.read_bytes()
+    model = CountingEmbedder()
+    store = SavedEmbeddings(path, embed_texts=model, model_id="fake-1", read_only=True)
+    vectors = store.embed(["kept", "new"])
+    assert model.texts == ["new"] and store.computed == 1
+    assert np.array_equal(vectors[0], saved[0])
+    assert path.read_bytes() == before and len(SavedEmbeddings(path, embed_texts=model, model_id="fake-1")) == 1
+    SavedEmbeddings(tmp_path / "absent.npz", embed_texts=model, model_id="fake-1", read_only=True).embed(["x"])
+    assert not (tmp_path / "absent.npz").exists()
+
+
+def test_the_handbook_vectors_are_complete_and_current():
+    """The committed vectors cover every handbook text the notebooks embed (notebook 02's chunkings,
+    the questions, the in-scope examples) and were made by the installed MiniLM, so the notebooks
+    read them all: notebook 02 never writes the file, and 06, 08 and 09 read it without writing (`read_only=True`)."""
     from lib import indexes
     from lib.datasets import DATA_DIR, load_corpus, load_questions, load_scope_examples
     from lib.embeddings import model_fingerprint, text_key
 
-    with np.load(DATA_DIR / "embeddings" / "02-embeddings-retrieval.npz", allow_pickle=False) as saved:
+    with np.load(DATA_DIR / "embeddings" / "handbook.npz", allow_pickle=False) as saved:
         assert str(saved["model_id"]) == model_fingerprint()
         keys = set(saved["keys"].tolist())
         assert saved["vectors"].shape == (len(keys), 384)
@@ -93,4 +108,4 @@ def test_notebook02_saved_vectors_are_complete_and_current():
     texts = [c.text for c in indexes.chunk_by_heading(sections)] + [c.text for c in indexes.chunk_whole_document(sections)]
     texts += load_questions()["question"].tolist() + load_scope_examples()
     missing = [text for text in texts if text_key(text) not in keys]
-    assert not missing, f"{len(missing)} texts of notebook 02 are not saved; run the notebook and commit the file"
+    assert not missing, f"{len(missing)} handbook texts are not saved; run notebook 02 and commit data/embeddings/handbook.npz"
