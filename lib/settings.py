@@ -175,7 +175,8 @@ def context_tokens_setting() -> int:
 
 def threads_setting() -> int:
     """$WORKBOOK_THREADS: the CPU threads the model computes with, embedded or behind
-    `make run-server` (every core by default; 1 on a machine busy with other runs)."""
+    `make run-server`, and MiniLM's torch threads (every core by default; 1 on a machine busy
+    with other runs)."""
     return numeric_setting("WORKBOOK_THREADS", int, os.cpu_count() or 1, minimum=1, maximum=1024,
                            meaning="the model's CPU threads")
 

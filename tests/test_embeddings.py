@@ -1,6 +1,10 @@
 """Saved embeddings: read what was saved for the same text and model, embed only the rest, never trust a stale row."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -109,3 +113,16 @@ def test_the_handbook_vectors_are_complete_and_current():
     texts += load_questions()["question"].tolist() + load_scope_examples()
     missing = [text for text in texts if text_key(text) not in keys]
     assert not missing, f"{len(missing)} handbook texts are not saved; run notebook 02 and commit data/embeddings/handbook.npz"
+
+
+def test_minilm_computes_with_the_threads_of_workbook_threads():
+    """Two test workers on two cores: torch's default of every core makes its threads spin
+    waiting for each other; WORKBOOK_THREADS=1 must reach MiniLM as it reaches llama.cpp."""
+    from lib.datasets import DATA_DIR
+
+    script = "import torch\nfrom lib.embeddings import embed\nembed(['a text'])\nprint(torch.get_num_threads())"
+    env = {**os.environ, "WORKBOOK_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=DATA_DIR.parent, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "1"
