@@ -17,7 +17,7 @@ Every prompt keeps the task's own system message first and puts everything else 
 user turn, so the backend's prompt cache reuses the system message and each way costs only its
 own few dozen tokens. The runs behind notebook 08 (every
 BANKING77 calibration message, a stratified sample of test, the 60 handbook questions of
-notebook 09) are `ASKING_RUNS`, produced by `python setup/run_asking.py`.
+notebooks 06 and 09) are `ASKING_RUNS`, produced by `python setup/run_asking.py`.
 """
 from __future__ import annotations
 

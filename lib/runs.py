@@ -1,6 +1,6 @@
 """Run a decider over a whole split once, save every decision, and read the results back.
 
-Notebooks 07-15 analyse decisions on thousands of messages; making them live would take
+Notebooks 07, 08 and 10-15 analyse decisions on thousands of messages; making them live would take
 hours, so `run_split` runs them once (setup/run_results.py) and saves one JSON line per
 message in data/results/{task}-{method}-{split}.jsonl. The file starts with a header line
 naming the model, backend, library versions, prompt fingerprint and settings that produced
