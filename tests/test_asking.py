@@ -187,3 +187,17 @@ def test_ask_all_on_the_embedded_model(embedded):
     assert 0.0 <= asked.p_true.probability <= 1.0 and not asked.p_true.bounded
     assert set(asked.p_true.scores) == {"Yes", "No", "yes", "no"}
     assert min(asked.number_seconds, asked.category_seconds, asked.p_true_seconds) > 0
+
+
+def test_ask_all_on_a_real_server_agrees_with_the_embedded_model(server_url, embedded):
+    """The same three questions through llama_cpp.server: the grammars hold, P(True) is read from
+    the reported candidates, and the replies are the embedded model's (the same GGUF)."""
+    from lib.openai_compatible import OpenAICompatibleLLM
+
+    served = OpenAICompatibleLLM(server_url, "qwen", timeout=300)  # the test server shares the CPU with the suite
+    task = [{"role": "system", "content": "Answer from the section: the thesis is due on 31 October."},
+            {"role": "user", "content": "When is the thesis due?"}]
+    remote, local = ask_all(served, task, "31 October"), ask_all(embedded, task, "31 October")
+    assert 0 <= remote.number <= 100 and remote.category in CATEGORIES
+    assert (remote.number, remote.category) == (local.number, local.category)
+    assert remote.p_true.probability == pytest.approx(local.p_true.probability, abs=0.05)
