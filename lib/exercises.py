@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
@@ -461,24 +462,38 @@ def _aurc_by_hand(answer: Any) -> bool:
 @exercise("nb14-ex1", hint="Take the out-of-scope rows (~in_scope_test), compare their embed-logreg confidence with "
           "0.5, and take the mean of the comparison.", expects="a number between 0 and 1")
 def _clinc_handed_over_share(answer: Any) -> bool:
-    from lib.datasets import OUT_OF_SCOPE
-    from lib.runs import load_results
-
-    frame = load_results("clinc150", "test", "embed-logreg")
-    out_of_scope = (frame["label"] == OUT_OF_SCOPE).to_numpy()
-    handed_over = (frame["confidence"] < 0.5).to_numpy()
-    return _close(answer, float(handed_over[out_of_scope].mean()), tolerance=0.002)
+    return _close(answer, _clinc_out_of_scope_handed_over(), tolerance=0.002)
 
 
 @exercise("nb14-ex2", hint="Keep the test rows with the right group and the wrong intent (in_candidates & ~correct); "
           "among them, take the mean of p_group >= 0.5.", expects="a number between 0 and 1")
 def _confident_group_share_of_second_step_errors(answer: Any) -> bool:
+    return _close(answer, _confident_group_among_second_step_errors(), tolerance=0.001)
+
+
+@lru_cache(maxsize=1)
+def _clinc_out_of_scope_handed_over() -> float:
+    """Share of CLINC150's out-of-scope test messages that embed-logreg hands over (confidence < 0.5).
+
+    Read from the saved run once per process: a checker may be called many times."""
+    from lib.datasets import OUT_OF_SCOPE
+    from lib.runs import load_results
+
+    frame = load_results("clinc150", "test", "embed-logreg")
+    out_of_scope = (frame["label"] == OUT_OF_SCOPE).to_numpy()
+    return float((frame["confidence"] < 0.5).to_numpy()[out_of_scope].mean())
+
+
+@lru_cache(maxsize=1)
+def _confident_group_among_second_step_errors() -> float:
+    """Among BANKING77 test decisions with the right group and the wrong intent, the share with P(group) >= 0.5.
+
+    Read from the saved run once per process: a checker may be called many times."""
     from lib.runs import load_results
 
     frame = load_results("banking77", "test", "full")
     second_step_error = (frame["in_candidates"] & ~frame["correct"]).to_numpy(bool)
-    confident_group = (frame["p_group"] >= 0.5).to_numpy(bool)
-    return _close(answer, float(confident_group[second_step_error].mean()), tolerance=0.001)
+    return float((frame["p_group"] >= 0.5).to_numpy(bool)[second_step_error].mean())
 
 
 # --------------------------------------------------------------------------- notebook 11
