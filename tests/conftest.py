@@ -77,7 +77,8 @@ def fake_llm() -> type[ScriptedLLM]:
 
 
 TESTS = Path(__file__).resolve().parent
-MODEL_FIXTURES = frozenset({"embedded", "server_url"})
+MODEL_FIXTURES = frozenset({"embedded", "server_url", "demo_recording"})
+"""Fixtures that load the model (`demo_recording`, in test_recording.py, records on `embedded`)."""
 MODEL_MODULES = frozenset({"test_llm.py", "test_llama_server.py", "test_reliability_model.py",
                            "test_reliability_server.py", "test_reliability_injection.py"})
 """Test files that load the model throughout (fixtures of their own over it, or a model of their own)."""

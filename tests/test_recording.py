@@ -51,14 +51,30 @@ def _record(tmp_path, embedded, mode="record", name="demo"):
     return answers
 
 
-def test_replay_round_trip_gives_identical_answers(tmp_path, embedded) -> None:
-    recorded = _record(tmp_path, embedded)
+@pytest.fixture(scope="module")
+def demo_recording(tmp_path_factory, embedded):
+    """`_requests` recorded once on the embedded model: the file and the answers it was made from.
+    Tests that need a recording to start from copy it (`_copy_of`) instead of asking the model again."""
+    folder = tmp_path_factory.mktemp("recorded")
+    answers = _record(folder, embedded)
+    return folder / "demo.jsonl", answers
+
+
+def _copy_of(demo_recording, tmp_path):
+    """Put the recorded demo.jsonl in `tmp_path`, as `_record(tmp_path, embedded)` would leave it; its answers."""
+    path, answers = demo_recording
+    (tmp_path / "demo.jsonl").write_bytes(path.read_bytes())
+    return answers
+
+
+def test_replay_round_trip_gives_identical_answers(tmp_path, demo_recording) -> None:
+    recorded = _copy_of(demo_recording, tmp_path)
     replayed = _requests(_recorded(tmp_path, "replay", _no_backend))
     assert replayed == recorded
 
 
-def test_recording_file_is_compact_and_has_a_header(tmp_path, embedded) -> None:
-    _record(tmp_path, embedded)
+def test_recording_file_is_compact_and_has_a_header(tmp_path, demo_recording) -> None:
+    _copy_of(demo_recording, tmp_path)
     lines = [json.loads(line) for line in (tmp_path / "demo.jsonl").read_text().splitlines()]
     header = lines[0]
     assert header["kind"] == "header" and header["model"] == CONFIG.identity()
@@ -68,8 +84,8 @@ def test_recording_file_is_compact_and_has_a_header(tmp_path, embedded) -> None:
     assert sum(line["kind"] == "call" for line in lines) == 6
 
 
-def test_record_mode_starts_the_file_afresh(tmp_path, embedded) -> None:
-    _record(tmp_path, embedded)
+def test_record_mode_starts_the_file_afresh(tmp_path, demo_recording, embedded) -> None:
+    _copy_of(demo_recording, tmp_path)
     llm = _recorded(tmp_path, "record", lambda: embedded)
     llm.tokenize("only this")
     llm.finish_recording()
@@ -126,8 +142,8 @@ def _closed_port_server():
     return create_backend(BackendConfig("openai", "http://127.0.0.1:9/v1", "nothing-here"))
 
 
-def test_a_failing_model_never_erases_the_recording(tmp_path, embedded) -> None:
-    _record(tmp_path, embedded)
+def test_a_failing_model_never_erases_the_recording(tmp_path, demo_recording) -> None:
+    _copy_of(demo_recording, tmp_path)
     before = (tmp_path / "demo.jsonl").read_bytes()
     llm = _recorded(tmp_path, "record", _closed_port_server)
     with pytest.raises(ServerUnavailableError, match="127.0.0.1:9"):
@@ -138,8 +154,8 @@ def test_a_failing_model_never_erases_the_recording(tmp_path, embedded) -> None:
     assert not list(tmp_path.glob("*.new"))
 
 
-def test_update_mode_reuses_recorded_answers_and_asks_only_new_requests(tmp_path, embedded) -> None:
-    recorded = _record(tmp_path, embedded)
+def test_update_mode_reuses_recorded_answers_and_asks_only_new_requests(tmp_path, demo_recording, embedded) -> None:
+    recorded = _copy_of(demo_recording, tmp_path)
     asked = []
 
     def counting_backend():
@@ -157,8 +173,8 @@ def test_update_mode_reuses_recorded_answers_and_asks_only_new_requests(tmp_path
     assert RecordingStore("demo", folder=tmp_path).header["command"] == "make update NB=demo"
 
 
-def test_update_mode_keeps_requests_no_longer_made_and_record_mode_drops_them(tmp_path, embedded) -> None:
-    recorded = _record(tmp_path, embedded)
+def test_update_mode_keeps_requests_no_longer_made_and_record_mode_drops_them(tmp_path, demo_recording, embedded) -> None:
+    recorded = _copy_of(demo_recording, tmp_path)
     llm = _recorded(tmp_path, "update", _no_backend)
     llm.info()
     llm.finish_recording()
@@ -172,22 +188,22 @@ def test_update_mode_keeps_requests_no_longer_made_and_record_mode_drops_them(tm
     assert [c["method"] for c in RecordingStore("demo", folder=tmp_path).calls()] == ["info"]
 
 
-def test_a_runner_in_update_mode_keeps_the_earlier_calls_its_run_did_not_make(tmp_path, embedded) -> None:
-    _record(tmp_path, embedded)
+def test_a_runner_in_update_mode_keeps_the_earlier_calls_its_run_did_not_make(tmp_path, demo_recording) -> None:
+    _copy_of(demo_recording, tmp_path)
     for keep_earlier, expected in ((True, 6), (False, 1)):
         llm = _recorded(tmp_path, "update", _no_backend)
         llm.info()
         finish_pending(tmp_path, keep_earlier=keep_earlier)
         assert len(RecordingStore("demo", folder=tmp_path)) == expected
-    recorded = _record(tmp_path, embedded)
+    recorded = _copy_of(demo_recording, tmp_path)
     llm = _recorded(tmp_path, "update", _no_backend)
     llm.tokenize("card_arrival")
     finish_pending(tmp_path, keep_earlier=True)
     assert _requests(_recorded(tmp_path, "replay", _no_backend)) == recorded
 
 
-def test_a_damaged_recording_names_the_file_and_line(tmp_path, embedded) -> None:
-    _record(tmp_path, embedded)
+def test_a_damaged_recording_names_the_file_and_line(tmp_path, demo_recording) -> None:
+    _copy_of(demo_recording, tmp_path)
     path = tmp_path / "demo.jsonl"
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])
