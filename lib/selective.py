@@ -121,11 +121,18 @@ def _threshold_steps(values: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, 
     candidate = ~np.isnan(values)
     if not candidate.any():
         raise ValueError("scores has no value that is not NaN: nothing to put a threshold on")
-    order = np.argsort(-values[candidate], kind="stable")  # one sort, highest score first
-    descending = values[candidate][order]
-    group_ends = np.append(np.flatnonzero(descending[1:] != descending[:-1]), descending.size - 1)
+    order, group = _descending_tie_groups(values[candidate])
+    group_ends = np.append(np.flatnonzero(group[1:] != group[:-1]), group.size - 1)
     right_so_far = np.cumsum(corr[candidate][order])
-    return descending[group_ends], group_ends + 1, right_so_far[group_ends].astype(float)
+    return values[candidate][order][group_ends], group_ends + 1, right_so_far[group_ends].astype(float)
+
+
+def _descending_tie_groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One stable sort of `values` (shape (n,), no NaN), highest first: the order, and the tie group
+    (0, 1, ...) of each sorted position, equal values sharing one."""
+    order = np.argsort(-values, kind="stable")
+    descending = values[order]
+    return order, np.cumsum(np.r_[0, descending[1:] != descending[:-1]])
 
 
 def fit_threshold(
@@ -440,14 +447,17 @@ def selective_score_intervals(
     check_positive_int(n, "n (number of resamples)")
     check_unit_interval(level, "level", include_zero=False, include_one=False)
     conf, corr = check_confidence_correct(confidence, correct)
-    metrics = {"AUROC": auroc, "AURC": aurc, "precision": lambda c, y: precision_at_recall(c, y, recall)}
-    estimates = {name: metric(conf, corr) for name, metric in metrics.items()}
+    _, counts, n_correct = _threshold_steps(conf, corr)
+    if n_correct[-1] in (0, conf.size):
+        raise ValueError(
+            "correct holds only one class (all right or all wrong); AUROC needs both right and wrong answers"
+        )
+    estimates = _selective_scores_of_steps(counts, n_correct, recall)
     # Tie groups of the original, highest confidence first; a resample is a count of draws per item.
-    order = np.argsort(-conf, kind="stable")
-    descending = conf[order]
+    order, group = _descending_tie_groups(conf)
     group_of_item = np.empty(conf.size, dtype=np.intp)
-    group_of_item[order] = np.cumsum(np.r_[0, descending[1:] != descending[:-1]])
-    n_groups = int(group_of_item.max()) + 1
+    group_of_item[order] = group
+    n_groups = int(group[-1]) + 1
     rng = np.random.default_rng(seed)
     replicates = np.empty((n, 3))
     for b in range(n):
@@ -458,11 +468,17 @@ def selective_score_intervals(
         counts, n_correct = np.cumsum(drawn[present]), np.cumsum(right[present])
         if n_correct[-1] in (0, conf.size):
             raise ValueError(f"bootstrap resample {b} holds only one class; AUROC is undefined on it")
-        replicates[b] = (_auroc_of_steps(counts, n_correct), _aurc_of_steps(counts, n_correct),
-                         _precision_at_recall_of_steps(counts, n_correct, recall))
+        replicates[b] = _selective_scores_of_steps(counts, n_correct, recall)
     tail = (1.0 - level) / 2.0
     ends = np.quantile(replicates, [tail, 1.0 - tail], axis=0)
-    return {name: (estimates[name], float(ends[0, i]), float(ends[1, i])) for i, name in enumerate(metrics)}
+    return {name: (estimates[i], float(ends[0, i]), float(ends[1, i]))
+            for i, name in enumerate(("AUROC", "AURC", "precision"))}
+
+
+def _selective_scores_of_steps(counts: np.ndarray, n_correct: np.ndarray, recall: float) -> tuple[float, float, float]:
+    """(AUROC, AURC, precision at `recall`) from the acted counts and right answers of every threshold, shape (k,)."""
+    return (_auroc_of_steps(counts, n_correct), _aurc_of_steps(counts, n_correct),
+            _precision_at_recall_of_steps(counts, n_correct, recall))
 
 
 def top_two_gap(probabilities: Sequence[float] | np.ndarray) -> float:
