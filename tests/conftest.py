@@ -77,8 +77,9 @@ def fake_llm() -> type[ScriptedLLM]:
 
 
 TESTS = Path(__file__).resolve().parent
-MODEL_FIXTURES = frozenset({"embedded", "server_url", "demo_recording"})
-"""Fixtures that load the model (`demo_recording`, in test_recording.py, records on `embedded`)."""
+MODEL_FIXTURES = frozenset({"embedded", "server_url", "served", "demo_recording"})
+"""Fixtures that load the model (`served` asks the server of `server_url`; `demo_recording`, in
+test_recording.py, records on `embedded`)."""
 MODEL_MODULES = frozenset({"test_llm.py", "test_llama_server.py", "test_reliability_model.py",
                            "test_reliability_server.py", "test_reliability_injection.py"})
 """Test files that load the model throughout (fixtures of their own over it, or a model of their own)."""
@@ -141,3 +142,13 @@ def server_url():
 
     with running_server(n_ctx=2048) as server:
         yield server.base_url
+
+
+@pytest.fixture(scope="session")
+def served(server_url):
+    """The workbook's client for that server, with the README's model id and a generous deadline:
+    the test server shares two cores with the rest of the suite."""
+    from lib.openai_compatible import OpenAICompatibleLLM
+    from setup.llama_server import MODEL_ALIAS
+
+    return OpenAICompatibleLLM(server_url, MODEL_ALIAS, timeout=300)

@@ -189,12 +189,9 @@ def test_ask_all_on_the_embedded_model(embedded):
     assert min(asked.number_seconds, asked.category_seconds, asked.p_true_seconds) > 0
 
 
-def test_ask_all_on_a_real_server_agrees_with_the_embedded_model(server_url, embedded):
+def test_ask_all_on_a_real_server_agrees_with_the_embedded_model(served, embedded):
     """The same three questions through llama_cpp.server: the grammars hold, P(True) is read from
     the reported candidates, and the replies are the embedded model's (the same GGUF)."""
-    from lib.openai_compatible import OpenAICompatibleLLM
-
-    served = OpenAICompatibleLLM(server_url, "qwen", timeout=300)  # the test server shares the CPU with the suite
     task = [{"role": "system", "content": "Answer from the section: the thesis is due on 31 October."},
             {"role": "user", "content": "When is the thesis due?"}]
     remote, local = ask_all(served, task, "31 October"), ask_all(embedded, task, "31 October")

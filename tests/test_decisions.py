@@ -279,12 +279,9 @@ def test_a_grammar_respecting_reply_whose_step_holds_no_letter_is_still_a_decisi
     assert decision.confidence == 0.0 and decision.details["p_group"] > 0
 
 
-def test_a_real_server_gives_the_shortlist_usable_probabilities(server_url, groups, retriever):
+def test_a_real_server_gives_the_shortlist_usable_probabilities(served, groups, retriever):
     """llama_cpp.server reports the logprobs a decision needs: none of the errors above on a real server."""
-    from lib.openai_compatible import OpenAICompatibleLLM
-
-    llm = OpenAICompatibleLLM(server_url, "qwen", timeout=300)  # the test server shares the CPU with the suite
-    decider = ShortlistDecider(llm, retriever, groups, k=4, n_orders=1, calibrate=False, debias="none", n_examples=1)
+    decider = ShortlistDecider(served, retriever, groups, k=4, n_orders=1, calibrate=False, debias="none", n_examples=1)
     decision = decider.decide("I still have not received my new card")
     _check(decision, set(decision.candidates))
     assert decision.off_label_mass < 0.5 and decision.confidence > 1 / 4

@@ -152,12 +152,6 @@ def test_capability_errors_say_what_to_use() -> None:
         openai.next_token_logprobs([{"role": "user", "content": "hi"}], prefix="A-")
 
 
-@pytest.fixture(scope="module")
-def served(server_url: str) -> OpenAICompatibleLLM:
-    # a generous deadline: the test server shares a few CPU cores with the rest of the suite
-    return OpenAICompatibleLLM(server_url, "qwen2.5-coder-1.5b-instruct", timeout=300)
-
-
 def test_server_chat_with_top_logprobs(served: OpenAICompatibleLLM) -> None:
     reply = served.chat(_ask("my card has not arrived"), max_tokens=6, top_logprobs=3)
     assert reply.text and reply.completion_tokens > 0

@@ -44,24 +44,19 @@ def _requests(llm):
     ]
 
 
-def _record(tmp_path, embedded, mode="record", name="demo"):
-    llm = _recorded(tmp_path, mode, lambda: embedded, name=name)
-    answers = _requests(llm)
-    llm.finish_recording()
-    return answers
-
-
 @pytest.fixture(scope="module")
 def demo_recording(tmp_path_factory, embedded):
     """`_requests` recorded once on the embedded model: the file and the answers it was made from.
     Tests that need a recording to start from copy it (`_copy_of`) instead of asking the model again."""
     folder = tmp_path_factory.mktemp("recorded")
-    answers = _record(folder, embedded)
+    llm = _recorded(folder, "record", lambda: embedded)
+    answers = _requests(llm)
+    llm.finish_recording()
     return folder / "demo.jsonl", answers
 
 
 def _copy_of(demo_recording, tmp_path):
-    """Put the recorded demo.jsonl in `tmp_path`, as `_record(tmp_path, embedded)` would leave it; its answers."""
+    """Put the recorded demo.jsonl in `tmp_path`, as recording `_requests` there would leave it; its answers."""
     path, answers = demo_recording
     (tmp_path / "demo.jsonl").write_bytes(path.read_bytes())
     return answers
