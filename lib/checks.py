@@ -17,7 +17,6 @@ before `fit` raises `sklearn.exceptions.NotFittedError`.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.exceptions import NotFittedError
 
 __all__ = [
     "check_confidence",
@@ -135,6 +134,10 @@ def require_fitted(estimator: object, attribute: str, method: str) -> None:
         method: what was called, for the message (e.g. "predict").
     """
     if not hasattr(estimator, attribute):
+        # Imported here, not at the top: importing scikit-learn takes about a second, and most
+        # processes that import lib.checks never raise this error.
+        from sklearn.exceptions import NotFittedError
+
         name = type(estimator).__name__
         raise NotFittedError(
             f"{name} is not fitted yet: call {name}.fit(...) on held-out data (calibration or dev) "

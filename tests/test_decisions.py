@@ -86,8 +86,8 @@ def test_shortlist_shared_options_match_separate_evaluation(embedded, groups, re
     """Evaluating the options once for the message and the content-free message gives what two
     whole requests give, up to the rounding of a different batch split (llama.cpp multiplies a
     long batch with other kernels than a short one: about 0.01 in probability, measured)."""
-    decider = ShortlistDecider(embedded, retriever, groups, k=4, n_orders=1, n_examples=1)
-    shown = [label for label, _ in retriever.nearest_intents("my card has not arrived", 4)]
+    decider = ShortlistDecider(embedded, retriever, groups, k=2, n_orders=1, n_examples=0)  # a short prompt: quick
+    shown = [label for label, _ in retriever.nearest_intents("my card has not arrived", 2)]
     requests = [decider.messages(shown, text) for text in ("my card has not arrived", "N/A")]
     shared = embedded.next_token_distributions(requests, reserve=8)
     separate = [embedded.next_token_distribution(messages) for messages in requests]
@@ -281,7 +281,7 @@ def test_a_grammar_respecting_reply_whose_step_holds_no_letter_is_still_a_decisi
 
 def test_a_real_server_gives_the_shortlist_usable_probabilities(served, groups, retriever):
     """llama_cpp.server reports the logprobs a decision needs: none of the errors above on a real server."""
-    decider = ShortlistDecider(served, retriever, groups, k=4, n_orders=1, calibrate=False, debias="none", n_examples=1)
+    decider = ShortlistDecider(served, retriever, groups, k=3, n_orders=1, calibrate=False, debias="none", n_examples=0)
     decision = decider.decide("I still have not received my new card")
     _check(decision, set(decision.candidates))
-    assert decision.off_label_mass < 0.5 and decision.confidence > 1 / 4
+    assert decision.off_label_mass < 0.5 and decision.confidence > 1 / 3

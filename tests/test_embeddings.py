@@ -98,7 +98,7 @@ def test_a_read_only_store_embeds_what_it_lacks_and_never_writes(tmp_path):
 def test_the_handbook_vectors_are_complete_and_current():
     """The committed vectors cover every handbook text the notebooks embed (notebook 02's chunkings,
     the questions, the in-scope examples) and were made by the installed MiniLM, so the notebooks
-    read them all: notebook 02 never writes the file, and 06, 08 and 09 read it without writing (`read_only=True`)."""
+    read them all: notebook 02 never writes the file, and 06, 08, 09 and 16 read it without writing (`read_only=True`)."""
     from lib import indexes
     from lib.datasets import DATA_DIR, load_corpus, load_questions, load_scope_examples
     from lib.embeddings import model_fingerprint, text_key
@@ -113,6 +113,23 @@ def test_the_handbook_vectors_are_complete_and_current():
     texts += load_questions()["question"].tolist() + load_scope_examples()
     missing = [text for text in texts if text_key(text) not in keys]
     assert not missing, f"{len(missing)} handbook texts are not saved; run notebook 02 and commit data/embeddings/handbook.npz"
+
+
+def test_the_semantic_entropy_answer_vectors_are_complete_and_current():
+    """Notebook 09 clusters every saved short answer by embedding; the committed vectors cover
+    them all and were made by the installed MiniLM, so a run of 09 reads them and never writes."""
+    from lib.datasets import DATA_DIR
+    from lib.embeddings import model_fingerprint, text_key
+    from lib.question_runs import HANDBOOK, load_run
+
+    with np.load(DATA_DIR / "embeddings" / "semantic-entropy.npz", allow_pickle=False) as saved:
+        assert str(saved["model_id"]) == model_fingerprint()
+        keys = set(saved["keys"].tolist())
+    _, answers = load_run(HANDBOOK)
+    texts = answers["greedy"].tolist() + [text for samples in answers["samples"] for text in samples]
+    missing = [text for text in texts if text_key(text) not in keys]
+    assert not missing, (f"{len(missing)} answers of {HANDBOOK} have no saved vector; run notebook 09 "
+                         "and commit data/embeddings/semantic-entropy.npz")
 
 
 def test_minilm_computes_with_the_threads_of_workbook_threads():
