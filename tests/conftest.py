@@ -77,9 +77,11 @@ def fake_llm() -> type[ScriptedLLM]:
 
 
 TESTS = Path(__file__).resolve().parent
-MODEL_FIXTURES = frozenset({"embedded", "server_url", "served", "demo_recording"})
-"""Fixtures that load the model (`served` asks the server of `server_url`; `demo_recording`, in
-test_recording.py, records on `embedded`)."""
+MODEL_FIXTURES = frozenset({"embedded", "server_url", "served", "demo_recording", "minilm", "retriever"})
+"""Fixtures that load a model: the language model (`served` asks the server of `server_url`;
+`demo_recording`, in test_recording.py, records on `embedded`) or MiniLM (`minilm`; `retriever`, in
+test_decisions.py, embeds with it). Importing torch and sentence-transformers takes about 7 s, so
+the tests that need MiniLM share the model scope's worker too."""
 MODEL_MODULES = frozenset({"test_llm.py", "test_llama_server.py", "test_reliability_model.py",
                            "test_reliability_server.py", "test_reliability_injection.py"})
 """Test files that load the model throughout (fixtures of their own over it, or a model of their own)."""
@@ -89,7 +91,7 @@ so the two workers share them instead of one worker running the file's minutes a
 
 
 def model_tests(tests: Path = TESTS) -> frozenset[str]:
-    """"file::name" of every test that loads the model: in `MODEL_MODULES`, or taking a fixture of
+    """"file::name" of every test that loads a model: in `MODEL_MODULES`, or taking a fixture of
     `MODEL_FIXTURES` as a parameter. Read from the source, because the scheduler of pytest-xdist
     (in the controlling process) sees node ids only, never the collected tests and their fixtures."""
     found = set()
@@ -103,7 +105,7 @@ def model_tests(tests: Path = TESTS) -> frozenset[str]:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadscope` (`make test`) with every test that loads the model in one scope, on one worker.
+    """`--dist loadscope` (`make test`) with every test that loads a model in one scope, on one worker.
 
     The `embedded` and `server_url` fixtures are per worker process, so model tests spread over
     two workers load the model twice and start two servers, on two cores. Every other scope is
@@ -132,6 +134,14 @@ def embedded():
     a 2,000-character message need more than 2,048)."""
     from lib.llm import EmbeddedLLM
     return EmbeddedLLM(n_ctx=4096)
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """MiniLM's `lib.embeddings.embed` (the model loads on the first call). A test that takes it runs
+    in the model scope, so only that worker imports torch and sentence-transformers."""
+    from lib.embeddings import embed
+    return embed
 
 
 @pytest.fixture(scope="session")

