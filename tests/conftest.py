@@ -85,9 +85,10 @@ the tests that need MiniLM share the model scope's worker too."""
 MODEL_MODULES = frozenset({"test_llm.py", "test_llama_server.py", "test_reliability_model.py",
                            "test_reliability_server.py", "test_reliability_injection.py"})
 """Test files that load the model throughout (fixtures of their own over it, or a model of their own)."""
-ONE_SCOPE_PER_TEST = frozenset({"test_notebook_rerun.py"})
-"""Test files whose tests each run a whole notebook in a kernel of their own: each test is a scope,
-so the two workers share them instead of one worker running the file's minutes alone."""
+ONE_SCOPE_PER_TEST = frozenset({"test_notebook_rerun.py", "test_run_notebooks.py"})
+"""Test files whose tests each run whole notebooks in kernels of their own: each test is a scope,
+so the two workers share them instead of one worker running the file alone (loadscope hands out
+the scopes with the fewest tests last, so a two-test file of slow tests would end the run)."""
 
 
 def model_tests(tests: Path = TESTS) -> frozenset[str]:

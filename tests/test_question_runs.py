@@ -112,9 +112,9 @@ def test_paired_auroc_difference():
         auroc_difference(good[:10], noise, correct)
 
 
-def test_a_names_shortlist_writes_its_prompt_anywhere_but_decides_only_embedded(fake_llm):
+def test_a_names_shortlist_writes_its_prompt_anywhere_but_decides_only_embedded(fake_llm, minilm):
     pool = banking77_pool().groupby("label", sort=True).head(2).reset_index(drop=True)
-    decider = ShortlistDecider(CallTimer(fake_llm()), IntentRetriever(pool), load_label_groups("banking77"),
+    decider = ShortlistDecider(CallTimer(fake_llm()), IntentRetriever(pool, minilm), load_label_groups("banking77"),
                                answer="names", n_orders=1, calibrate=False, debias="none")
     prompt = decider.messages(["card_arrival", "lost_or_stolen_card"], "Where is my card?")[-1]["content"]
     assert "- card_arrival:" in prompt and prompt.endswith("Customer message: Where is my card?")
