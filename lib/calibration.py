@@ -1,7 +1,8 @@
 """Calibration: does a confidence of 0.8 mean "right 8 times out of 10"?
 
 This module measures calibration (reliability bins, ECE, Brier score, NLL; their intervals
-come from `lib.intervals.bootstrap_interval`) and repairs it with calibrators that are fitted
+come from `lib.intervals.bootstrap_interval`, or for several confidences of the same answers
+at once from `bootstrap_calibration`, whose resamples give the same intervals) and repairs it with calibrators that are fitted
 on calibration data and applied to new data, in the scikit-learn style: `fit` returns the fitted object, `predict`
 refuses to run before `fit` (`lib.checks.require_fitted`).
 
@@ -17,7 +18,8 @@ function rejects bad input with the same messages):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -34,6 +36,10 @@ __all__ = [
     "ece",
     "brier",
     "nll",
+    "NLL_EPS",
+    "CALIBRATION_SCORES",
+    "CalibrationReplicates",
+    "bootstrap_calibration",
     "TemperatureScaling",
     "softmax_at_temperature",
     "IsotonicCalibrator",
@@ -158,10 +164,14 @@ def brier(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np
     return float(np.mean((conf - corr) ** 2))
 
 
+NLL_EPS = 1e-12
+"""Default clipping of `nll`: a confidence of exactly 0 or 1 counts as `eps` or `1 - eps`."""
+
+
 def nll(
     confidence: Sequence[float] | np.ndarray,
     correct: Sequence[bool] | np.ndarray,
-    eps: float = 1e-12,
+    eps: float = NLL_EPS,
 ) -> float:
     """Mean binary negative log-likelihood (natural log, nats per item), >= 0.
 
@@ -173,8 +183,127 @@ def nll(
     conf, corr = check_confidence_correct(confidence, correct)
     if not 0.0 < eps < 0.5:
         raise ValueError(f"eps must lie in (0, 0.5), got {eps!r}")
-    clipped = np.clip(conf, eps, 1.0 - eps)
-    return float(-np.mean(np.where(corr, np.log(clipped), np.log1p(-clipped))))
+    return float(-np.mean(_log_likelihoods(conf, corr, eps)))
+
+
+def _log_likelihoods(confidence: np.ndarray, correct: np.ndarray, eps: float) -> np.ndarray:
+    """Log-probability each item's outcome gets, shape (n,): `log(c)` if right, `log(1 - c)` if wrong, `c` clipped."""
+    clipped = np.clip(confidence, eps, 1.0 - eps)
+    return np.where(correct, np.log(clipped), np.log1p(-clipped))
+
+
+CALIBRATION_SCORES = ("ECE", "Brier", "NLL")
+"""The scores `bootstrap_calibration` resamples: `ece` (with its `n_bins` uniform bins), `brier`, `nll`."""
+
+_RESAMPLES_PER_CHUNK = 250
+"""Resamples scored together: 250 rows of a few thousand items keep each array to a few MB."""
+
+
+@dataclass(frozen=True)
+class CalibrationReplicates:
+    """ECE, Brier and NLL of several confidences on the original answers and on each bootstrap resample.
+
+    Attributes:
+        estimates: `{score: {name: value}}`, each score of each confidence on the original answers.
+        replicates: `{score: {name: array of shape (n,)}}`, the score on each of the n resamples.
+
+    Scores are those of `CALIBRATION_SCORES`; names are the keys given to `bootstrap_calibration`.
+    `lib.intervals.percentile_interval(*replicates.score("ECE", name))` gives `(estimate, low, high)`.
+    """
+
+    estimates: dict[str, dict[str, float]]
+    replicates: dict[str, dict[str, np.ndarray]]
+
+    def score(self, score: str, name: str) -> tuple[float, np.ndarray]:
+        """`(estimate, replicates)` of `score` for the confidence `name`, the replicates of shape (n,)."""
+        self._check(score, name)
+        return self.estimates[score][name], self.replicates[score][name]
+
+    def difference(self, score: str, first: str, second: str) -> tuple[float, np.ndarray]:
+        """`(estimate, replicates)` of `score(first) - score(second)`, both scored on each resample (paired)."""
+        self._check(score, first, second)
+        return (self.estimates[score][first] - self.estimates[score][second],
+                self.replicates[score][first] - self.replicates[score][second])
+
+    def _check(self, score: str, *names: str) -> None:
+        if score not in self.estimates:
+            raise KeyError(f"score must be one of {list(self.estimates)}, got {score!r}")
+        for name in names:
+            if name not in self.estimates[score]:
+                raise KeyError(f"no confidence named {name!r}; bootstrap_calibration was given {list(self.estimates[score])}")
+
+
+def bootstrap_calibration(
+    confidences: Mapping[str, Sequence[float] | np.ndarray],
+    correct: Sequence[bool] | np.ndarray,
+    *,
+    n_bins: int = 15,
+    n: int = 2000,
+    seed: int = 0,
+) -> CalibrationReplicates:
+    """ECE, Brier and NLL of several confidences for the same answers, on one set of bootstrap resamples.
+
+    `lib.intervals.percentile_interval` turns them into the intervals of
+    `lib.intervals.bootstrap_interval` with the same `n` and `seed`, to the last bit:
+    `percentile_interval(*result.score("ECE", name))` is `bootstrap_interval(ece, confidence,
+    correct, n=n, seed=seed)`, and `percentile_interval(*result.difference("NLL", "after",
+    "before"))` is the paired interval of `nll(after, correct) - nll(before, correct)`. The
+    resamples are those `bootstrap_interval` draws (they depend only on the number of answers,
+    `n` and `seed`) and every confidence is scored on all of them, so differences between two
+    confidences are paired. Each score is computed for a block of resamples at once: per-bin
+    sums by one `np.bincount` over (resample, bin) pairs, adding in the order `ece` adds, and
+    means along each resample's row.
+
+    Args:
+        confidences: `{name: confidence}`, each of shape (m,), values in [0, 1], for the same m answers.
+        correct: shape (m,), booleans or 0/1, shared by every confidence.
+        n_bins: number of uniform bins of the ECE (positive integer), as in `ece`.
+        n: number of bootstrap resamples (>= 1).
+        seed: seed of `numpy.random.default_rng`, as in `bootstrap_interval`.
+
+    Returns:
+        A `CalibrationReplicates`; NLL uses `nll`'s default clipping `NLL_EPS`.
+    """
+    if not confidences:
+        raise ValueError("confidences is empty: pass {name: confidence array} for at least one confidence")
+    check_positive_int(n_bins, "n_bins")
+    check_positive_int(n, "n (number of resamples)")
+    checked: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name, confidence in confidences.items():
+        try:
+            checked[name] = check_confidence_correct(confidence, correct)
+        except ValueError as error:
+            raise ValueError(f"confidences[{name!r}]: {error}") from None
+    corr = next(iter(checked.values()))[1]
+    m = corr.size
+    right = corr.astype(float)
+    # Per-item terms of each score, gathered by the resampled rows: the same numbers, in the same order,
+    # that `ece`, `brier` and `nll` compute on `confidence[rows]`.
+    items: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    for name, (conf, _) in checked.items():
+        items[name] = (conf, _bin_index(conf, _bin_edges(conf, n_bins, "uniform")), (conf - corr) ** 2,
+                       _log_likelihoods(conf, corr, NLL_EPS))
+    replicates = {score: {name: np.empty(n) for name in checked} for score in CALIBRATION_SCORES}
+    rng = np.random.default_rng(seed)
+    for start in range(0, n, _RESAMPLES_PER_CHUNK):
+        block = slice(start, min(start + _RESAMPLES_PER_CHUNK, n))
+        rows = rng.integers(0, m, size=(block.stop - block.start, m))
+        offsets = n_bins * np.arange(rows.shape[0])[:, None]
+        right_rows = right[rows].ravel()
+        for name, (conf, bin_of_item, squared_error, log_likelihood) in items.items():
+            cells = (bin_of_item[rows] + offsets).ravel()
+            confidence_sums = np.bincount(cells, weights=conf[rows].ravel(), minlength=offsets.size * n_bins)
+            correct_sums = np.bincount(cells, weights=right_rows, minlength=offsets.size * n_bins)
+            gaps = np.abs(correct_sums - confidence_sums).reshape(-1, n_bins)
+            replicates["ECE"][name][block] = gaps.sum(axis=1) / m
+            replicates["Brier"][name][block] = np.mean(squared_error[rows], axis=1)
+            replicates["NLL"][name][block] = -np.mean(log_likelihood[rows], axis=1)
+    estimates = {
+        "ECE": {name: ece(conf, corr, n_bins) for name, (conf, _) in checked.items()},
+        "Brier": {name: brier(conf, corr) for name, (conf, _) in checked.items()},
+        "NLL": {name: nll(conf, corr) for name, (conf, _) in checked.items()},
+    }
+    return CalibrationReplicates(estimates, replicates)
 
 
 # ---------------------------------------------------------------------------

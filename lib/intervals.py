@@ -8,7 +8,8 @@ on another sample of the same size. Two kinds are used:
   answers of 8 give `(1.0, 0.631, 1.0)`, honest about how little 8 cases show, where a
   percentile bootstrap collapses to `[1, 1]` because every resample is also 8 of 8.
 * `bootstrap_interval`: a percentile bootstrap of any metric, for metrics that are not a
-  proportion (AUROC, ECE, a paired difference of two methods).
+  proportion (AUROC, ECE, a paired difference of two methods). Its last step,
+  `percentile_interval`, serves functions that compute their resampled values themselves.
 
 Both return `(estimate, low, high)`, so a table can hold either.
 """
@@ -22,7 +23,7 @@ from scipy.stats import beta
 
 from lib.checks import check_positive_int, check_unit_interval
 
-__all__ = ["binomial_interval", "bootstrap_interval"]
+__all__ = ["binomial_interval", "bootstrap_interval", "percentile_interval"]
 
 
 def binomial_interval(successes: int, trials: int, level: float = 0.95) -> tuple[float, float, float]:
@@ -99,6 +100,26 @@ def bootstrap_interval(
     for b in range(n):
         rows = rng.integers(0, n_rows, size=n_rows)
         replicates[b] = metric(*(a[rows] for a in data))
+    return percentile_interval(estimate, replicates, level)
+
+
+def percentile_interval(estimate: float, replicates: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
+    """`(estimate, low, high)` with the ends at the `(1 - level) / 2` and `1 - (1 - level) / 2` quantiles
+    of `replicates`, the metric's values on the bootstrap resamples.
+
+    The last step of `bootstrap_interval`, for a function that computes the replicates of many
+    metrics at once (`lib.calibration.bootstrap_calibration`): the same replicates give the same
+    interval, to the last bit.
+
+    Args:
+        estimate: the metric on the original rows.
+        replicates: shape (n,), the metric on each resample, n >= 1.
+        level: interval coverage in (0, 1).
+    """
+    check_unit_interval(level, "level", include_zero=False, include_one=False)
+    values = np.asarray(replicates, dtype=float)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"replicates must be a non-empty 1-D array of shape (n,), got shape {values.shape}")
     tail = (1.0 - level) / 2.0
-    low, high = np.quantile(replicates, [tail, 1.0 - tail])
-    return estimate, float(low), float(high)
+    low, high = np.quantile(values, [tail, 1.0 - tail])
+    return float(estimate), float(low), float(high)

@@ -1,4 +1,4 @@
-"""Tests for lib.calibration: metrics on hand-computed cases, calibrators, input checks."""
+"""Tests for lib.calibration: metrics on hand-computed cases, their bootstrap intervals, calibrators, input checks."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,16 +8,19 @@ from sklearn.calibration import calibration_curve
 from sklearn.exceptions import NotFittedError
 
 from lib.calibration import (
+    CALIBRATION_SCORES,
     HistogramBinningCalibrator,
     IsotonicCalibrator,
     PlattCalibrator,
     TemperatureScaling,
+    bootstrap_calibration,
     brier,
     ece,
     nll,
     reliability_bins,
     softmax_at_temperature,
 )
+from lib.intervals import bootstrap_interval, percentile_interval
 from lib.selective import auroc
 
 
@@ -279,3 +282,82 @@ def test_quantile_ece_uses_the_quantile_bins():
     assert ece(confidence, correct, n_bins=10, strategy="quantile") != pytest.approx(ece(confidence, correct, n_bins=10))
     with pytest.raises(ValueError, match="strategy"):
         ece(confidence, correct, strategy="random")
+
+
+# --- bootstrap intervals of several confidences -----------------------------
+
+SCORE_FUNCTIONS = {"ECE": ece, "Brier": brier, "NLL": nll}
+
+
+def _bootstrap_case(case: int) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+    """Three confidences of the same answers, built to hit the hard spots of the binning and the sums.
+
+    Sizes run odd and even, from 1 item to over a thousand; values tie, sit exactly on the edges
+    `k / n_bins`, at 0.0 and 1.0; some cases are all right or all wrong. Returns the confidences,
+    `correct` and the number of bins.
+    """
+    rng = np.random.default_rng(case)
+    m = [1, 2, 3, 8, 15, 64, 127, 128, 129, 300, 1001, 1024][case % 12]
+    n_bins = 15 if case % 3 else int(rng.integers(1, 30))
+    on_edges = rng.integers(0, n_bins + 1, size=m) / n_bins
+    ties = rng.choice([0.0, 0.25, 0.5, 0.9, 1.0], size=m)
+    smooth = rng.uniform(size=m)
+    mixed = np.where(rng.uniform(size=m) < 0.5, on_edges, smooth)
+    correct = {0: np.ones(m, bool), 1: np.zeros(m, int)}.get(case % 5, rng.uniform(size=m) < smooth)
+    return {"edges": on_edges, "ties": ties, "mixed": mixed}, correct, n_bins
+
+
+@pytest.mark.parametrize("case", range(24))
+def test_bootstrap_calibration_equals_bootstrap_interval(case):
+    confidences, correct, n_bins = _bootstrap_case(case)
+    n, seed, level = [(301, case, 0.95), (250, 7, 0.9), (3, 11, 0.5)][case % 3]
+    result = bootstrap_calibration(confidences, correct, n_bins=n_bins, n=n, seed=seed)
+    metrics = {**SCORE_FUNCTIONS, "ECE": lambda c, y: ece(c, y, n_bins)}
+    for score, metric in metrics.items():
+        for name, confidence in confidences.items():
+            assert percentile_interval(*result.score(score, name), level) == bootstrap_interval(
+                metric, confidence, correct, n=n, seed=seed, level=level), (score, name)
+
+
+@pytest.mark.parametrize("case", range(24))
+def test_bootstrap_calibration_differences_equal_paired_bootstrap_interval(case):
+    confidences, correct, n_bins = _bootstrap_case(case)
+    n, seed = [(2000, case), (257, 3), (1, 0), (2000, 5)][case % 4]
+    result = bootstrap_calibration(confidences, correct, n_bins=n_bins, n=n, seed=seed)
+    metrics = {**SCORE_FUNCTIONS, "ECE": lambda c, y: ece(c, y, n_bins)}
+    for score, metric in metrics.items():
+        assert percentile_interval(*result.difference(score, "mixed", "edges")) == bootstrap_interval(
+            lambda new, old, right, metric=metric: metric(new, right) - metric(old, right),
+            confidences["mixed"], confidences["edges"], correct, n=n, seed=seed), score
+
+
+def test_bootstrap_calibration_keeps_every_replicate():
+    confidences, correct, _ = _bootstrap_case(5)
+    result = bootstrap_calibration(confidences, correct, n=40, seed=1)
+    assert set(result.replicates) == set(CALIBRATION_SCORES)
+    assert all(values.shape == (40,) for by_name in result.replicates.values() for values in by_name.values())
+    assert result.estimates["Brier"]["ties"] == brier(confidences["ties"], correct)
+
+
+@pytest.mark.parametrize(
+    ("confidences", "correct", "kwargs", "message"),
+    [
+        ({}, [1, 0], {}, "confidences is empty"),
+        ({"a": [0.5, 0.6], "b": [0.5]}, [1, 0], {}, r"confidences\['b'\]: .*same length, got 1 and 2"),
+        ({"a": [0.5, 1.2]}, [1, 0], {}, r"confidences\['a'\]: .*\[0, 1\]"),
+        ({"a": [0.5, 0.6]}, [1, 2], {}, "0/1"),
+        ({"a": [0.5, 0.6]}, [1, 0], {"n": 0}, "n \\(number of resamples\\)"),
+        ({"a": [0.5, 0.6]}, [1, 0], {"n_bins": 0}, "n_bins"),
+    ],
+)
+def test_bootstrap_calibration_bad_input(confidences, correct, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        bootstrap_calibration(confidences, correct, **kwargs)
+
+
+def test_bootstrap_calibration_names_unknown_scores_and_confidences():
+    result = bootstrap_calibration({"raw": [0.2, 0.9]}, [0, 1], n=5)
+    with pytest.raises(KeyError, match="score must be one of"):
+        result.score("AUROC", "raw")
+    with pytest.raises(KeyError, match="no confidence named 'isotonic'"):
+        result.difference("ECE", "isotonic", "raw")
