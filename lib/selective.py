@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from lib.checks import check_binary, check_confidence_correct, check_positive_int, check_scores, check_unit_interval
+from lib.intervals import percentile_interval
 
 __all__ = [
     "threshold_curve",
@@ -469,9 +470,7 @@ def selective_score_intervals(
         if n_correct[-1] in (0, conf.size):
             raise ValueError(f"bootstrap resample {b} holds only one class; AUROC is undefined on it")
         replicates[b] = _selective_scores_of_steps(counts, n_correct, recall)
-    tail = (1.0 - level) / 2.0
-    ends = np.quantile(replicates, [tail, 1.0 - tail], axis=0)
-    return {name: (estimates[i], float(ends[0, i]), float(ends[1, i]))
+    return {name: percentile_interval(estimates[i], replicates[:, i], level)
             for i, name in enumerate(("AUROC", "AURC", "precision"))}
 
 
