@@ -235,18 +235,20 @@ def _z3_counts(people: list[_Z3Member], home_code: int) -> dict[str, z3.ArithRef
 
     advisors = [z3.And(p.present, p.advisor) for p in people]
     any_advisor = z3.Or(advisors) if advisors else z3.BoolVal(False)
+    has_department = [p.department != _NO_DEPARTMENT for p in people]
+    # An advisor without a department makes nobody outside (no department to differ from).
+    advisor_without_department = [z3.And(is_advisor, z3.Not(known)) for is_advisor, known in zip(advisors, has_department)]
+    no_advisor_lacks_department = z3.Not(z3.Or(advisor_without_department)) if people else z3.BoolVal(True)
 
-    def is_outside(person: _Z3Member) -> z3.BoolRef:
-        differs_from_every_advisor = [
-            z3.Implies(is_advisor, z3.And(other.department != _NO_DEPARTMENT, other.department != person.department))
-            for other, is_advisor in zip(people, advisors)
-        ]
-        return z3.And(person.present, person.department != _NO_DEPARTMENT, any_advisor, *differs_from_every_advisor)
+    def is_outside(person: _Z3Member, known: z3.BoolRef) -> z3.BoolRef:
+        differs_from_every_advisor = [z3.Implies(is_advisor, other.department != person.department)
+                                      for other, is_advisor in zip(people, advisors)]
+        return z3.And(person.present, known, any_advisor, no_advisor_lacks_department, *differs_from_every_advisor)
 
     return {
         "advisor": count(advisors),
         "faculty": count([z3.And(p.present, p.faculty) for p in people]),
-        "outside-member": count([is_outside(p) for p in people]),
+        "outside-member": count([is_outside(p, known) for p, known in zip(people, has_department)]),
         "home-department": count([z3.And(p.present, p.faculty, p.department == home_code) for p in people]),
         "tenured": count([z3.And(p.present, p.tenured) for p in people]),
     }
