@@ -232,6 +232,7 @@ def test_greedy_shortlist_is_exact(embedded: EmbeddedLLM) -> None:
                 constraint.close()
 
 
+@pytest.mark.slow  # copies the 1.1 GB model and loads the damaged copy: a second model of its own
 def test_a_model_damaged_early_fails_the_sanity_check_not_log_softmax(tmp_path, monkeypatch) -> None:
     """NaN scales written over the first tensor data (the output projection) give NaN logits, which
     the sanity check must name, not `log_softmax`'s "logits contains NaN"."""

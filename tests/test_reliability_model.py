@@ -51,6 +51,7 @@ def damaged_copy(tmp_path_factory):
     path.unlink()
 
 
+@pytest.mark.slow  # copies the 1.1 GB model and loads the damaged copy: a second model of its own
 def test_a_damaged_gguf_fails_the_load_time_sanity_probe(damaged_copy, monkeypatch):
     from lib.llm import EmbeddedLLM
 
