@@ -22,9 +22,10 @@ A question goes through four steps, cheapest first, and the first one that fails
    P(right) from P(yes), the top retrieval score and the margin is compared with its own
    threshold instead.
 
-Every generated answer also carries its token confidence (`Trace.answer_perplexity`: the
-perplexity of the tokens that wrote the answer field, from the completion the model
-returned; notebook 06 measures that it separates right from wrong short answers). It is a
+Every generated answer also carries its token confidence, printed in its trace
+(`Trace.answer_perplexity`: the perplexity of the tokens that wrote the answer field, from
+the completion the model returned, and `Trace.weakest_token_logprob`, the least certain of
+those tokens; notebook 06 measures that they separate right from wrong short answers). It is a
 signal only unless `perplexity_ceiling` is set (fitted on dev with
 `lib.assistant_fitting.fit_perplexity_ceiling`):
 then an answer that would be given but whose perplexity is above the ceiling -> ASK.
@@ -329,12 +330,18 @@ class Trace:
         """Perplexity of the answer field's tokens (1 = certain); None without an answer or without tokens.
 
         Its inverse, the geometric mean of the token probabilities, is the token confidence
-        of notebook 06.
+        of notebook 06. The trace prints it on the grounded-answer step.
         """
-        if self.grounding is None or not self.grounding.ok:
-            return None
-        logprobs = answer_field_logprobs(self.grounding.completion)
-        return perplexity(logprobs) if logprobs else None
+        return self.step("grounded answer").numbers.get("answer perplexity")
+
+    @property
+    def weakest_token_logprob(self) -> float | None:
+        """The lowest log-probability among the answer field's tokens (0 = certain); None as for `answer_perplexity`.
+
+        Perplexity averages over the answer; one unsure token (a digit of a date, say) shows
+        here even when the tokens around it were certain.
+        """
+        return self.step("grounded answer").numbers.get("weakest token logprob")
 
     @property
     def decision_name(self) -> str:
@@ -473,9 +480,12 @@ class Assistant:
             note = ("no valid answer: " + "; ".join(grounding.errors) if not grounding.ok else
                     "no quotes" if n_quotes == 0 else
                     "every quote verified" if verified else "a quote is not in the sections")
-            grounded = Step("grounded answer", verified,
-                            {"sections shown": len(shown), "quotes": n_quotes, "verified": grounding.n_verified,
-                             "attempts": len(grounding.completions)}, note)
+            numbers = {"sections shown": len(shown), "quotes": n_quotes, "verified": grounding.n_verified,
+                       "attempts": len(grounding.completions)}
+            answer_logprobs = answer_field_logprobs(grounding.completion) if grounding.ok else []
+            if answer_logprobs:  # the third layer's numbers, always shown (a backend without token log-probabilities has none)
+                numbers |= {"answer perplexity": perplexity(answer_logprobs), "weakest token logprob": min(answer_logprobs)}
+            grounded = Step("grounded answer", verified, numbers, note)
             if verified:
                 probe = answerability_probability(self.llm, verdict.question, shown)
         else:

@@ -442,6 +442,7 @@ def trace_row(trace: Any, question: Any, seconds: float) -> dict[str, Any]:
             "p_yes": probe.probability if probe is not None else None,
             "off_label_mass": probe.off_label_mass if probe is not None else None,
             "answer_perplexity": trace.answer_perplexity,
+            "weakest_token_logprob": trace.weakest_token_logprob,
             "right": right, "offered": [sid for sid, _ in trace.offered],
             "gold_offered": bool(gold_sections & {sid for sid, _ in trace.offered}),
             "seconds": seconds, "trace": trace.render()}

@@ -311,6 +311,21 @@ def test_a_perplexity_ceiling_turns_an_unsure_answer_into_ask(index):
             assert "perplexity" in trace.why and "(1) Thesis committee" in trace.reply
 
 
+def test_the_trace_prints_the_answers_perplexity_and_its_weakest_token(index):
+    completion = tokenized(GOOD, math.log(0.5))
+    weakest = completion.tokens[[t.token.strip() for t in completion.tokens].index("four")]
+    completion = Completion(completion.text, "stop", 100, len(completion.tokens), 1.0, tuple(
+        TokenLogprob(t.token, math.log(0.2), ()) if t is weakest else t for t in completion.tokens))
+    trace = make_assistant(index, FakeLLM([completion], p_yes=0.9)).run(GROUNDED_Q)
+    assert trace.weakest_token_logprob == pytest.approx(math.log(0.2))
+    assert trace.answer_perplexity == pytest.approx(math.exp(-(3 * math.log(0.5) + math.log(0.2)) / 4))
+    assert f"answer perplexity {trace.answer_perplexity:.3f}" in trace.render()
+    assert f"weakest token logprob {math.log(0.2):.3f}" in trace.render()
+    assert "weakest token logprob" in trace._repr_html_()
+    untokenized = make_assistant(index, FakeLLM([GOOD], p_yes=0.9)).run(GROUNDED_Q)
+    assert untokenized.weakest_token_logprob is None and "perplexity" not in untokenized.render()
+
+
 def test_an_answer_without_tokens_is_never_turned_into_ask(index):
     assistant = make_assistant(index, FakeLLM([GOOD], p_yes=0.9))
     assistant.perplexity_ceiling = 1.0
