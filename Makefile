@@ -26,7 +26,7 @@ lint: setup           ## ruff on lib, setup and tests (the rules are chosen in p
 test: lint            ## ruff, then unit tests of lib + nbval on every notebook in replay mode, without the tests marked slow
 	$(TEST) -m "not slow"
 
-test-slow: setup      ## only the tests marked slow (the 77-intent prompt and the deciders on the embedded model)
+test-slow: setup      ## only the tests marked slow (the 77-intent prompt, the deciders on the embedded model, second and damaged model loads)
 	WORKBOOK_MODE=replay $(PY) -m pytest tests -m slow -p no:cacheprovider
 
 test-all: lint        ## ruff, then every test, the slow ones included (what .ci/run runs)
