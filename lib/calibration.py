@@ -161,7 +161,12 @@ def brier(confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np
     Lower is better. Unlike ECE it rewards discrimination as well as calibration.
     """
     conf, corr = check_confidence_correct(confidence, correct)
-    return float(np.mean((conf - corr) ** 2))
+    return float(np.mean(_squared_errors(conf, corr)))
+
+
+def _squared_errors(confidence: np.ndarray, correct: np.ndarray) -> np.ndarray:
+    """Each item's Brier term, shape (n,): `(confidence - outcome)^2` with outcome 1 if right, 0 if wrong."""
+    return (confidence - correct) ** 2
 
 
 NLL_EPS = 1e-12
@@ -281,7 +286,7 @@ def bootstrap_calibration(
     # that `ece`, `brier` and `nll` compute on `confidence[rows]`.
     items: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     for name, (conf, _) in checked.items():
-        items[name] = (conf, _bin_index(conf, _bin_edges(conf, n_bins, "uniform")), (conf - corr) ** 2,
+        items[name] = (conf, _bin_index(conf, _bin_edges(conf, n_bins, "uniform")), _squared_errors(conf, corr),
                        _log_likelihoods(conf, corr, NLL_EPS))
     replicates = {score: {name: np.empty(n) for name in checked} for score in CALIBRATION_SCORES}
     rng = np.random.default_rng(seed)

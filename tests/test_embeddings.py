@@ -91,39 +91,42 @@ def test_a_read_only_store_embeds_what_it_lacks_and_never_writes(tmp_path):
     assert not (tmp_path / "absent.npz").exists()
 
 
+def _not_saved(name: str, texts: list[str]) -> list[str]:
+    """The texts that `data/embeddings/<name>` holds no vector for, after checking that the file was
+    made by the installed MiniLM and holds one unit vector of 384 dimensions per key."""
+    from lib.datasets import DATA_DIR
+    from lib.embeddings import model_fingerprint, text_key
+
+    with np.load(DATA_DIR / "embeddings" / name, allow_pickle=False) as saved:
+        assert str(saved["model_id"]) == model_fingerprint()
+        keys = set(saved["keys"].tolist())
+        assert saved["vectors"].shape == (len(keys), 384)
+        assert np.allclose(np.linalg.norm(saved["vectors"], axis=1), 1.0, atol=1e-4)
+    return [text for text in texts if text_key(text) not in keys]
+
+
 def test_the_handbook_vectors_are_complete_and_current():
     """The committed vectors cover every handbook text the notebooks embed (notebook 02's chunkings,
     the questions, the in-scope examples) and were made by the installed MiniLM, so the notebooks
     read them all: notebook 02 never writes the file, and 06, 08, 09 and 16 read it without writing (`read_only=True`)."""
     from lib import indexes
-    from lib.datasets import DATA_DIR, load_corpus, load_questions, load_scope_examples
-    from lib.embeddings import model_fingerprint, text_key
+    from lib.datasets import load_corpus, load_questions, load_scope_examples
 
-    with np.load(DATA_DIR / "embeddings" / "handbook.npz", allow_pickle=False) as saved:
-        assert str(saved["model_id"]) == model_fingerprint()
-        keys = set(saved["keys"].tolist())
-        assert saved["vectors"].shape == (len(keys), 384)
-        assert np.allclose(np.linalg.norm(saved["vectors"], axis=1), 1.0, atol=1e-4)
     sections = load_corpus()
     texts = [c.text for c in indexes.chunk_by_heading(sections)] + [c.text for c in indexes.chunk_whole_document(sections)]
     texts += load_questions()["question"].tolist() + load_scope_examples()
-    missing = [text for text in texts if text_key(text) not in keys]
+    missing = _not_saved("handbook.npz", texts)
     assert not missing, f"{len(missing)} handbook texts are not saved; run notebook 02 and commit data/embeddings/handbook.npz"
 
 
 def test_the_semantic_entropy_answer_vectors_are_complete_and_current():
     """Notebook 09 clusters every saved short answer by embedding; the committed vectors cover
     them all and were made by the installed MiniLM, so a run of 09 reads them and never writes."""
-    from lib.datasets import DATA_DIR
-    from lib.embeddings import model_fingerprint, text_key
     from lib.question_runs import HANDBOOK, load_run
 
-    with np.load(DATA_DIR / "embeddings" / "semantic-entropy.npz", allow_pickle=False) as saved:
-        assert str(saved["model_id"]) == model_fingerprint()
-        keys = set(saved["keys"].tolist())
     _, answers = load_run(HANDBOOK)
     texts = answers["greedy"].tolist() + [text for samples in answers["samples"] for text in samples]
-    missing = [text for text in texts if text_key(text) not in keys]
+    missing = _not_saved("semantic-entropy.npz", texts)
     assert not missing, (f"{len(missing)} answers of {HANDBOOK} have no saved vector; run notebook 09 "
                          "and commit data/embeddings/semantic-entropy.npz")
 
