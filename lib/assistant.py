@@ -44,15 +44,15 @@ Every reply other than ACT starts with `lib.citations.FALLBACK_BANNER` and cites
 
 Every threshold is fitted on the dev questions, never on test, by `lib.assistant_fitting`:
 the two gates with `fit_gates` (the same fitting as notebook 02), the ask threshold with
-`fit_ask_gate`, and the answerability threshold with `fit_answerability_gate` on dev traces.
+`fit_ask_gate`, the answerability threshold with `fit_answerability_gate` on dev traces, and
+the finale's `CostRule` (notebook 17: a calibrated P(right) routed to ACT, ASK or HAND_OVER by
+thresholds chosen from costs, in place of the retrieval gate and that threshold) with `fit_cost_rule`.
 
-Each question produces a `Trace`: every step's verdict and numbers, the decision, and the
-reply the user would see. `Trace.render()` (also `str(trace)`) gives plain text and
-`_repr_html_` a small table, so a notebook shows a trace by just ending a cell with it.
+Each question produces a `Trace`: every step's verdict and numbers, the decision, and the reply
+the user would see; `Trace.render()` (also `str(trace)`) gives plain text, `_repr_html_` a table.
 
-Model calls happen only for questions that pass both gates: one grounded answer (one
-call, two if its JSON must be retried) and, only when its quotes are all verified, one
-answerability probe (a single forward pass, no generation).
+Model calls happen only for questions that pass both gates (with a cost rule, the boundary): one
+grounded answer (two calls if its JSON must be retried) and, when its quotes are verified, one probe.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -75,9 +75,12 @@ from lib.grounding import (DEFAULT_MAX_TOKENS, GroundingResult, answer_field_log
 from lib.llm import LLM, Message
 from lib.logprobs import perplexity, renormalize
 from lib.quotes import render_verdicts
-from lib.routing import Action
+from lib.routing import Action, CostThresholds, route_by_thresholds
 from lib.selective import fit_threshold, target_reached
 from lib.text import matches_gold
+
+if TYPE_CHECKING:
+    from lib.calibration import IsotonicCalibrator, PlattCalibrator
 
 __all__ = [
     "DECISIONS",
@@ -90,6 +93,9 @@ __all__ = [
     "answerability_probability",
     "quotes_verified",
     "SupportModel",
+    "CalibratedPYes",
+    "SupportSignal",
+    "CostRule",
     "Assistant",
     "answer_is_right",
     "decision_table",
@@ -260,6 +266,64 @@ class SupportModel:
             return self.probability(p_yes, top_score, margin) >= self.threshold_
 
 
+class SupportSignal(Protocol):
+    """Anything that turns an answer's P(yes), top retrieval score and margin into P(right), shape (n,)."""
+
+    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray: ...
+
+
+class CalibratedPYes:
+    """P(yes) alone as the probability that an answer is right, through a calibrator of `lib.calibration`.
+
+    With `calibrator=None` P(yes) is taken as it is; with a `lib.calibration.PlattCalibrator` or
+    `IsotonicCalibrator` it is mapped to the accuracy dev answers had at that P(yes). The
+    retrieval scores are accepted (a `SupportSignal`, like `SupportModel`) and ignored.
+    """
+
+    def __init__(self, calibrator: PlattCalibrator | IsotonicCalibrator | None = None) -> None:
+        self.calibrator = calibrator
+
+    def fit(self, p_yes: Sequence[float], top_score: Sequence[float], margin: Sequence[float],
+            correct: Sequence[bool]) -> "CalibratedPYes":
+        """Fit the calibrator on dev answers (each shape (n,)); without a calibrator there is nothing to fit."""
+        if self.calibrator is not None:
+            self.calibrator.fit(np.asarray(p_yes, dtype=float), np.asarray(correct, dtype=bool))
+        return self
+
+    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+        """P(right), shape (n,): the calibrated P(yes); NaN where P(yes) is NaN."""
+        values = np.asarray(p_yes, dtype=float).reshape(-1)
+        out = np.full(values.shape, math.nan)
+        known = np.isfinite(values)
+        if known.any():
+            out[known] = values[known] if self.calibrator is None else self.calibrator.predict(values[known])
+        return out
+
+
+@dataclass(frozen=True)
+class CostRule:
+    """The finale's last step: one calibrated P(right) per answer and two thresholds on it, chosen from costs.
+
+    `signal` maps (P(yes), top score, margin) to P(right) (a fitted `SupportSignal`);
+    `thresholds` come from `lib.routing.cost_thresholds` on dev: P(right) at or above
+    `act_threshold` -> ACT, at or above `hand_over_threshold` -> ASK (offer the best
+    sections' headings), below -> HAND_OVER. It decides only answers whose quotes and
+    citations code has verified; the others are handed over before it is asked.
+    """
+
+    signal: SupportSignal
+    thresholds: CostThresholds
+
+    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+        """P(right), shape (n,), from the signal."""
+        return self.signal.probability(p_yes, top_score, margin)
+
+    def route(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+        """`lib.routing.Action` per answer, shape (n,), by the two thresholds (`route_by_thresholds`)."""
+        return route_by_thresholds(self.probability(p_yes, top_score, margin),
+                                   self.thresholds.act_threshold, self.thresholds.hand_over_threshold)
+
+
 # --------------------------------------------------------------------------- the trace
 
 
@@ -411,6 +475,10 @@ class Assistant:
             without tokens is never turned into ASK.
         support: a fitted `SupportModel`; when set, the last step accepts an answer when the
             model's P(right) clears its threshold, in place of the answerability threshold.
+        cost_rule: a fitted `CostRule` (the finale's assistant, notebook 17); when set, the
+            retrieval gate no longer decides: every question past the boundary is answered and
+            probed, and an answer whose quotes and citations hold is routed by its calibrated
+            P(right) to ACT, ASK or HAND_OVER. The other thresholds are then not used.
     """
 
     llm: LLM
@@ -425,6 +493,7 @@ class Assistant:
     max_tokens: int = DEFAULT_MAX_TOKENS
     perplexity_ceiling: float = math.inf
     support: SupportModel | None = None
+    cost_rule: CostRule | None = None
 
     def __post_init__(self) -> None:
         examples = self.scope.example_questions
@@ -472,7 +541,8 @@ class Assistant:
         offered = verdict.ranked_sections[: self.n_offer]
         grounding: GroundingResult | None = None
         probe: Answerability | None = None
-        if verdict.failed_gate is None or (answer_past_boundary and verdict.failed_gate != "boundary"):
+        answer_anyway = answer_past_boundary or self.cost_rule is not None
+        if verdict.failed_gate is None or (answer_anyway and verdict.failed_gate != "boundary"):
             shown = self.shown_sections(verdict)
             grounding = grounded_answer(self.llm, verdict.question, shown, max_tokens=self.max_tokens)
             verified = quotes_verified(grounding)
@@ -516,6 +586,8 @@ class Assistant:
         threshold = self.answerability_threshold if self.support is None else self.support.threshold_
         probe = trace.answerability
         accepted = False
+        if self.cost_rule is not None:
+            return self._decide_by_costs(trace, steps, self.cost_rule)
         if probe is None:
             steps.append(Step("answerability", None, {}, "not asked: an earlier step decided"))
         elif self.support is None:
@@ -555,6 +627,39 @@ class Assistant:
             reply = trace.citations.render()
         else:
             decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "answerability below threshold"
+        return replace(trace, decision=decision, reply=reply, steps=tuple(steps), why=why)
+
+    def _decide_by_costs(self, trace: Trace, steps: list[Step], rule: CostRule) -> Trace:
+        """The finale's rules: boundary, then the code checks, then the cost rule on the calibrated P(right)."""
+        v, probe = trace.routing, trace.answerability
+        steps = [replace(s, passed=None, note="not a gate here: every question inside the boundary is answered")
+                 if s.name == "retrieval" and v.failed_gate != "boundary" else s for s in steps]
+        action: Action | None = None
+        if probe is None:
+            steps.append(Step("answerability", None, {}, "not asked: an earlier step decided"))
+        else:
+            p_right = float(rule.probability(probe.probability, v.top_score, v.margin)[0])
+            if math.isfinite(p_right):
+                action = rule.route(probe.probability, v.top_score, v.margin)[0]
+            steps.append(Step("answerability", None if action is None else action == Action.ACT,
+                              {"P(yes)": probe.probability, "P(right)": p_right,
+                               "act threshold": rule.thresholds.act_threshold,
+                               "ask threshold": rule.thresholds.hand_over_threshold},
+                              "calibrated P(right), thresholds chosen from costs"))
+        if v.failed_gate == "boundary":
+            decision, reply, why = Action.OUT_OF_SCOPE, fallback_reply(OUT_OF_SCOPE_REPLY), "boundary failed"
+        elif not quotes_verified(trace.grounding):
+            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "quotes missing or not verified"
+        elif not trace.citations.valid:
+            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "a citation does not hold"
+        elif action == Action.ACT:
+            decision, reply, why = Action.ACT, trace.citations.render(), "P(right) at or above the act threshold"
+        elif action == Action.ASK:
+            headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
+            decision, why = Action.ASK, "P(right) between the ask and act thresholds"
+            reply = fallback_reply(f"I'm not sure I have this right. Is your question about: {headings}?")
+        else:
+            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "P(right) below the ask threshold"
         return replace(trace, decision=decision, reply=reply, steps=tuple(steps), why=why)
 
 

@@ -10,27 +10,38 @@ perplexity ceiling with `fit_perplexity_ceiling`.
 `ASSISTANT_SETTINGS` holds the assistant's settings once (sections shown, headings offered,
 answer budget, the dev targets): notebook 16 and the saved runs of `lib.question_runs` both
 read them, and `build_assistant` builds the assistant exactly as the notebook does.
+
+The finale's assistant (notebook 17) keeps the boundary and the code checks and replaces the
+retrieval gate and the answerability threshold with one `lib.assistant.CostRule`: `fit_cost_rule`
+chooses the support signal with the lowest cross-fitted Brier score on the dev answers
+(`cross_fitted_support`: P(yes) raw, Platt- or isotonic-calibrated, or the `SupportModel`),
+then the act and ask thresholds with `lib.routing.cost_thresholds` and `FINALE_SETTINGS`'s
+cost table, and the number of headings an ASK offers. `decide_rows` applies the rule to a
+saved run's rows, exactly as `Assistant.decide` does to a trace.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from lib import retrieval as R
-from lib.assistant import Assistant, SupportModel, Trace
+from lib.assistant import Assistant, CalibratedPYes, CostRule, SupportModel, SupportSignal, Trace
 from lib.datasets import gold_section_ids, load_corpus, load_questions, load_scope_examples
-from lib.indexes import DenseIndex, chunk_by_heading
+from lib.indexes import DenseIndex, chunk_by_heading, gold_ranks
 from lib.llm import LLM
+from lib.routing import Action, cost_thresholds
 from lib.selective import fit_threshold
 
 __all__ = [
     "AssistantSettings", "ASSISTANT_SETTINGS", "fit_gates", "fit_ask_gate", "fit_answerability_gate",
     "fit_answerability", "dev_answers", "fit_support", "fit_perplexity_ceiling", "AssistantSetup",
-    "build_assistant",
+    "build_assistant", "FinaleSettings", "FINALE_SETTINGS", "SUPPORT_SIGNALS", "checked_answers",
+    "cross_fitted_support", "FinaleFit", "fit_cost_rule", "decide_rows",
+    "build_finale",
 ]
 
 
@@ -152,28 +163,40 @@ class AssistantSetup:
     dev: pd.DataFrame
     test: pd.DataFrame
     dev_fit: pd.DataFrame
+    test_past_boundary: pd.DataFrame
 
 
-def build_assistant(llm: LLM) -> AssistantSetup:
+def build_assistant(llm: LLM, embed: Callable[[Sequence[str]], np.ndarray] | None = None) -> AssistantSetup:
     """Fit the three gates on dev and build the assistant exactly as notebook 16 does (threshold not fitted).
 
     `dev_fit` holds every dev question that passes the boundary, in a seeded random order: the
     saved dev run answers each of them whatever the retrieval gate says, so that P(yes) and
-    the retrieval scores can be fitted together over their whole range.
+    the retrieval scores can be fitted together over their whole range. `embed` (default
+    `llm.embed`) embeds the sections, examples and questions: a notebook passes saved vectors'
+    `embed` so that it needs no embedding model. `test_past_boundary`
+    holds the test questions that pass the boundary, in the same kind of order: the finale's
+    test run answers each of them, as the assistant of the finale (notebook 17) does.
     """
     s = ASSISTANT_SETTINGS
     sections = load_corpus()
     dev, test = load_questions("dev"), load_questions("test")
-    scope = R.Scope(DenseIndex(chunk_by_heading(sections), llm.embed), llm.embed(load_scope_examples()))
+    embed = embed or llm.embed
+    scope = R.Scope(DenseIndex(chunk_by_heading(sections), embed), embed(load_scope_examples()))
     boundary, retrieval = fit_gates(dev, scope, boundary_target=s.boundary_target, retrieval_target=s.retrieval_target)
     ask = fit_ask_gate(dev, boundary, retrieval, scope, n_offer=s.n_offer, target_precision=s.ask_target)
     assistant = Assistant(llm=llm, scope=scope, sections={x.id: x.text for x in sections},
                           boundary_gate=boundary, retrieval_gate=retrieval, ask_gate=ask,
                           n_sources=s.n_sources, n_offer=s.n_offer, max_tokens=s.max_tokens)
-    routes = R.route_many(dev["question"], boundary, retrieval, scope)
-    inside = dev[[v.failed_gate != "boundary" for v in routes]]
-    dev_fit = inside.sample(frac=1.0, random_state=s.dev_fit_seed)
-    return AssistantSetup(assistant, dev, test, dev_fit)
+    past_boundary = [_past_boundary(questions, boundary, retrieval, scope).sample(frac=1.0, random_state=s.dev_fit_seed)
+                     for questions in (dev, test)]
+    return AssistantSetup(assistant, dev, test, *past_boundary)
+
+
+def _past_boundary(questions: pd.DataFrame, boundary: R.Gate, retrieval: R.RetrievalGate,
+                   scope: R.Scope) -> pd.DataFrame:
+    """The questions the boundary gate lets in, in their given order."""
+    routes = R.route_many(questions["question"], boundary, retrieval, scope)
+    return questions[[v.failed_gate != "boundary" for v in routes]]
 
 
 def fit_answerability(p_yes: Sequence[float], correct: Sequence[bool | None],
@@ -225,3 +248,179 @@ def fit_perplexity_ceiling(perplexities: Sequence[float], correct: Sequence[bool
         raise ValueError("a perplexity is at least 1")
     threshold = fit_threshold(1.0 / values, np.asarray(correct, dtype=bool), target_precision)
     return 1.0 / threshold
+
+
+# --------------------------------------------------------------------------- the finale's last step
+
+
+@dataclass(frozen=True)
+class FinaleSettings:
+    """The finale's assistant (notebook 17): its cost table and how its last step is chosen on dev."""
+
+    cost_table: tuple[tuple[str, float], ...] = (("act_wrong", 15.0), ("ask", 2.0), ("hand_over", 4.0))
+    """Minutes: a wrong answer and a hand-over cost what they cost in notebook 15 (15 and 4 minutes of
+    staff time); a question back costs the student 2 minutes, to pick a heading and find the answer in
+    that section, not 15's half minute (there, picking an intent settles the request). An ASK whose
+    headings miss the right section costs the question and the hand-over that follows."""
+    folds: int = 5
+    """Folds of the cross-fitting that scores each support signal on dev answers it was not fitted on."""
+    fold_seed: int = 0
+    """Seed of the folds."""
+    max_offer: int = 6
+    """The most section headings an ASK may offer."""
+
+    @property
+    def costs(self) -> dict[str, float]:
+        """The cost table as `lib.routing.cost_thresholds` takes it."""
+        return dict(self.cost_table)
+
+
+FINALE_SETTINGS = FinaleSettings()
+"""The one set of settings notebook 17 and `fit_cost_rule` use."""
+
+SUPPORT_SIGNALS: dict[str, type] = {"P(yes)": CalibratedPYes, "P(yes), Platt": CalibratedPYes,
+                                    "P(yes), isotonic": CalibratedPYes, "support model": SupportModel}
+"""The candidate support signals, by name, and the class that computes each."""
+
+
+def _new_signal(name: str) -> SupportSignal:
+    """An unfitted support signal of this name (see `SUPPORT_SIGNALS`)."""
+    from lib.calibration import IsotonicCalibrator, PlattCalibrator
+
+    if name == "support model":
+        return SupportModel(threshold=0.5)  # its threshold is not used: the cost rule sets its own
+    calibrators = {"P(yes)": None, "P(yes), Platt": PlattCalibrator(), "P(yes), isotonic": IsotonicCalibrator()}
+    if name not in calibrators:
+        raise ValueError(f"no support signal {name!r}; the signals are {list(SUPPORT_SIGNALS)}")
+    return CalibratedPYes(calibrators[name])
+
+
+def _fitted_signal(name: str, answers: pd.DataFrame) -> SupportSignal:
+    signal = _new_signal(name)
+    signal.fit(answers["p_yes"], answers["top_score"], answers["margin"], answers["right"].astype(bool))  # type: ignore[attr-defined]
+    return signal
+
+
+def checked_answers(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows the cost rule decides: every quote verified, every citation valid, and a P(yes).
+
+    `rows` are a saved run's (columns verified, citations_valid, p_yes); the others are
+    handed over by code before any probability is read.
+    """
+    passed = rows["verified"].astype(bool) & rows["citations_valid"].fillna(False).astype(bool) & rows["p_yes"].notna()
+    return rows[passed]
+
+
+def cross_fitted_support(answers: pd.DataFrame, settings: FinaleSettings = FINALE_SETTINGS) -> pd.DataFrame:
+    """Each support signal's P(right) for each judged answer, from a fit on the other folds.
+
+    answers: judged rows of `checked_answers` (columns p_yes, top_score, margin, right).
+    Returns shape (n, 4), one column per `SUPPORT_SIGNALS` name, same index: an honest
+    reliability on dev, since no answer is scored by a signal fitted on it. The folds are
+    stratified by right/wrong and seeded (`settings.folds`, `settings.fold_seed`).
+    """
+    from sklearn.model_selection import StratifiedKFold
+
+    right = answers["right"].astype(bool).to_numpy()
+    out = pd.DataFrame(index=answers.index, columns=list(SUPPORT_SIGNALS), dtype=float)
+    folds = StratifiedKFold(n_splits=settings.folds, shuffle=True, random_state=settings.fold_seed)
+    for fit_rows, score_rows in folds.split(np.zeros(len(right)), right):
+        fit_on, score_on = answers.iloc[fit_rows], answers.iloc[score_rows]
+        for name in SUPPORT_SIGNALS:
+            signal = _fitted_signal(name, fit_on)
+            out.iloc[score_rows, out.columns.get_loc(name)] = signal.probability(
+                score_on["p_yes"], score_on["top_score"], score_on["margin"])
+    return out
+
+
+@dataclass
+class FinaleFit:
+    """What `fit_cost_rule` chose on dev, and the evidence it chose it on.
+
+    rule: the `CostRule` (signal refitted on every judged dev answer); signal: its name;
+    n_offer: headings an ASK offers; candidates: per signal, the cross-fitted Brier score and
+    ECE on dev; cross_fitted: `cross_fitted_support`'s table; offers: per number of headings
+    k, the thresholds, dev cost and how often an ASK offers the gold section.
+    """
+
+    rule: CostRule
+    signal: str
+    n_offer: int
+    candidates: pd.DataFrame
+    cross_fitted: pd.DataFrame
+    offers: pd.DataFrame
+
+
+def fit_cost_rule(dev_rows: pd.DataFrame, ranks: pd.Series, *, ask_target: float = ASSISTANT_SETTINGS.ask_target,
+                  settings: FinaleSettings = FINALE_SETTINGS) -> FinaleFit:
+    """Choose the finale's last step on the judged dev answers that pass the code checks.
+
+    1. The signal: the `SUPPORT_SIGNALS` entry with the lowest cross-fitted Brier score.
+    2. For k = 1 .. `settings.max_offer` headings offered: the act and ask thresholds of
+       `lib.routing.cost_thresholds` on the cross-fitted P(right), where an ASK helps when
+       the gold section is among the k best (`ranks`: the `gold_rank` of `lib.indexes.gold_ranks`
+       by question id; NaN, never offered, for a question without a gold section). k is the smallest whose
+       ASKs on dev offer the gold section at least `ask_target` of the time (or that asks
+       nothing); if none does, `settings.max_offer`.
+    3. The signal refitted on every judged dev answer, with those thresholds.
+    """
+    from lib.calibration import brier, ece
+
+    answers = checked_answers(dev_rows)
+    answers = answers[answers["right"].notna()]
+    right = answers["right"].astype(bool).to_numpy()
+    cross = cross_fitted_support(answers, settings)
+    candidates = pd.DataFrame([{"signal": name, "brier": brier(cross[name], right), "ece": ece(cross[name], right)}
+                               for name in SUPPORT_SIGNALS]).set_index("signal")
+    name = str(candidates["brier"].idxmin())
+    confidence = cross[name].to_numpy()
+    answer_ranks = ranks.reindex(answers["id"]).to_numpy()
+    offers, chosen = [], None
+    for k in range(1, settings.max_offer + 1):
+        in_options = answer_ranks <= k
+        fitted = cost_thresholds(confidence, right, settings.costs, in_options=in_options)
+        asked = (confidence >= fitted.hand_over_threshold) & (confidence < fitted.act_threshold)
+        helps = float(in_options[asked].mean()) if asked.any() else math.nan
+        offers.append({"headings offered": k, "act threshold": fitted.act_threshold,
+                       "ask threshold": fitted.hand_over_threshold, "dev cost per answer": fitted.expected_cost,
+                       "asked": int(asked.sum()), "ASK offers the gold section": helps})
+        if chosen is None and (not asked.any() or helps >= ask_target):
+            chosen = (k, fitted)
+    if chosen is None:
+        chosen = (settings.max_offer, fitted)
+    n_offer, thresholds = chosen
+    rule = CostRule(_fitted_signal(name, answers), thresholds)
+    return FinaleFit(rule, name, n_offer, candidates, cross, pd.DataFrame(offers).set_index("headings offered"))
+
+
+def decide_rows(rows: pd.DataFrame, rule: CostRule) -> np.ndarray:
+    """The finale's decision for each saved row, as `Assistant.decide` makes it with `cost_rule` set.
+
+    rows: a saved run's rows (failed_gate, verified, citations_valid, p_yes, top_score,
+    margin). Returns `lib.routing.Action` values as strings, shape (n,): OUT_OF_SCOPE at the
+    boundary, HAND_OVER when a quote or citation does not hold, else the cost rule's route.
+    """
+    decisions = np.full(len(rows), Action.HAND_OVER.value, dtype=object)
+    decisions[(rows["failed_gate"] == "boundary").to_numpy()] = Action.OUT_OF_SCOPE.value
+    checked = checked_answers(rows[rows["failed_gate"] != "boundary"])
+    if len(checked):
+        routed = rule.route(checked["p_yes"], checked["top_score"], checked["margin"])
+        decisions[rows.index.get_indexer(checked.index)] = [a.value for a in routed]
+    return decisions
+
+
+def build_finale(llm: LLM, dev_rows: pd.DataFrame, embed: Callable[[Sequence[str]], np.ndarray] | None = None,
+                 settings: FinaleSettings = FINALE_SETTINGS) -> tuple[AssistantSetup, FinaleFit, pd.Series]:
+    """Notebook 17's assistant: notebook 16's (`build_assistant`) with the cost rule in place of the retrieval gate.
+
+    The cost rule is fitted on `dev_rows` (the saved dev run's rows) by `fit_cost_rule`, and the
+    assistant offers its `n_offer` headings when it asks. Returns the setup, the fit, and the
+    rank of the first gold section of every answerable dev and test question (`lib.indexes.gold_ranks`,
+    by question id).
+    """
+    setup = build_assistant(llm, embed)
+    a = setup.assistant
+    ranks = gold_ranks(a.scope.index, pd.concat([setup.dev, setup.test])).set_index("id")["gold_rank"]
+    fit = fit_cost_rule(dev_rows, ranks, settings=settings)
+    setup.assistant = replace(a, cost_rule=fit.rule, n_offer=fit.n_offer)
+    return setup, fit, ranks

@@ -613,6 +613,28 @@ def _answer_precision(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 0.75, tolerance=0.005)
 
 
+# --------------------------------------------------------------------------- notebook 17
+
+
+@exercise("nb17-ex1", hint="Answering costs 20 minutes times the chance the answer is wrong; handing over costs 5. "
+          "Set the two equal and solve for P(right).", expects="a probability between 0 and 1")
+def _act_over_hand_over_break_even(answer: Any) -> bool:
+    return not isinstance(answer, bool) and _close(answer, 1 - 5 / 20, tolerance=0.002)
+
+
+@exercise("nb17-ex2", hint="With probability 0.7 the question back is all it costs; otherwise the hand-over "
+          "follows it. Weight the two costs by their chances.", expects="minutes, a number")
+def _expected_ask_cost(answer: Any) -> bool:
+    return not isinstance(answer, bool) and _close(answer, 0.7 * 2 + 0.3 * (2 + 4), tolerance=0.01)
+
+
+@exercise("nb17-ex3", hint="Price all three: answering costs 15 times P(wrong); asking costs 2, plus 4 when the "
+          "heading is not the right one; handing over costs 4. Take the cheapest.",
+          expects='"act", "ask" or "hand_over"')
+def _cheapest_decision(answer: Any) -> bool:
+    return _normalized(answer).replace(" ", "_").replace("-", "_") == "ask"
+
+
 # --------------------------------------------------------------------------- notebook 08
 
 

@@ -23,16 +23,20 @@ for the tables.
   with "none of these" on CLINC150; each with the intent a retriever gives the same text.
 - `banking77-grammar-vs-free` (05): 200 BANKING77 calibration messages answered with the
   full list of 77 intent codes twice, free (up to 24 tokens) and under the codes' grammar.
-- `handbook-silent-corpus` (15): every unanswerable question of dev and test (the corpus
+- `handbook-silent-corpus` (16): every unanswerable question of dev and test (the corpus
   does not answer it) with its best-retrieved section, answered with the grounded-answer
   prompt whatever the gates would say: how often the prompt's "say so" instruction alone is
   enough. Its answers are labelled by hand in data/corpus/silent_corpus_labels.jsonl.
-- `assistant-dev-fit` and `assistant-test` (15): the assembled assistant on every dev question
+- `assistant-dev-fit` and `assistant-test` (16): the assembled assistant on every dev question
   past the boundary, each answered and probed whatever the retrieval gate says (to fit the
   answerability threshold and the `lib.assistant.SupportModel`), and on all 128 test
   questions: each decision with the numbers behind it, the citations' verdict, and the
   perplexity of every generated answer. The assistant is `lib.assistant_fitting.build_assistant`,
   with the settings notebook 16 reads (`lib.assistant_fitting.ASSISTANT_SETTINGS`).
+- `assistant-test-past-boundary` (17): the same assistant on every test question past the
+  boundary, each answered and probed whatever the retrieval gate says, as `assistant-dev-fit`
+  does on dev: what the finale's assistant, which decides every in-scope question from one
+  calibrated probability, is measured on.
 
 Produce them with `python setup/run_question_runs.py` (`make results` runs it too). In
 replay mode the answers come from the notebooks' recordings instead of the model: the same
@@ -56,7 +60,7 @@ if TYPE_CHECKING:
     from lib.datasets import LabelGroups
 
 __all__ = [
-    "HANDBOOK", "FULL_LIST", "LETTERS_NAMES", "ASSISTANT_DEV", "ASSISTANT_TEST", "GRAMMAR_VS_FREE", "ROUTED_CODES",
+    "HANDBOOK", "FULL_LIST", "LETTERS_NAMES", "ASSISTANT_DEV", "ASSISTANT_TEST", "ASSISTANT_TEST_PAST_BOUNDARY", "GRAMMAR_VS_FREE", "ROUTED_CODES",
     "BANKING_INJECTION", "CLINC_INJECTION", "SILENT_CORPUS", "N_HANDBOOK_QUESTIONS", "HANDBOOK_SEED",
     "MAX_GOLD_CHARS", "N_FULL_LIST", "FULL_LIST_SEED", "N_LETTERS_NAMES", "LETTERS_NAMES_SEED", "N_GRAMMAR_VS_FREE",
     "GRAMMAR_VS_FREE_SEED", "FREE_MAX_TOKENS", "N_ROUTED", "ROUTED_SEED", "ROUTED_TOP", "INJECTION", "N_INJECTED",
@@ -71,6 +75,7 @@ FULL_LIST = "banking77-full-list-replies"
 LETTERS_NAMES = "banking77-letters-vs-names"
 ASSISTANT_DEV = "assistant-dev-fit"
 ASSISTANT_TEST = "assistant-test"
+ASSISTANT_TEST_PAST_BOUNDARY = "assistant-test-past-boundary"
 GRAMMAR_VS_FREE = "banking77-grammar-vs-free"
 ROUTED_CODES = "banking77-routed-codes"
 BANKING_INJECTION = "banking77-injection"
@@ -478,6 +483,18 @@ def _assistant_dev(llm: Any, results_dir: Path):
     return items, _assistant_runner(setup, timer, answer_past_boundary=True), settings
 
 
+def _assistant_test_past_boundary(llm: Any, results_dir: Path):
+    from lib.assistant_fitting import build_assistant
+    from lib.grounding import GROUNDING_SYSTEM_PROMPT
+
+    timer = CallTimer(llm)
+    setup = build_assistant(llm)
+    setup.assistant.llm = timer
+    items = list(setup.test_past_boundary.itertuples())
+    settings = {**_gate_settings(setup), "grounding": GROUNDING_SYSTEM_PROMPT, "questions": [q.id for q in items]}
+    return items, _assistant_runner(setup, timer, answer_past_boundary=True), settings
+
+
 def _assistant_test(llm: Any, results_dir: Path):
     from lib.assistant_fitting import build_assistant, fit_answerability
     from lib.grounding import GROUNDING_SYSTEM_PROMPT
@@ -508,6 +525,7 @@ RUNS: dict[str, ItemRun] = {run.name: run for run in (
     ItemRun(SILENT_CORPUS, "16", ("16-assistant",), _silent_corpus),
     ItemRun(ASSISTANT_DEV, "16", ("16-assistant",), _assistant_dev),
     ItemRun(ASSISTANT_TEST, "16", ("16-assistant",), _assistant_test),
+    ItemRun(ASSISTANT_TEST_PAST_BOUNDARY, "17", ("17-finale",), _assistant_test_past_boundary),
 )}
 """Every saved item run, in the order `make results` produces them (the test run needs the dev run)."""
 

@@ -1,4 +1,4 @@
-"""Produce (or resume) the saved runs behind notebooks 05, 06, 07, 09 and 16 (see lib/question_runs.py).
+"""Produce (or resume) the saved runs behind notebooks 05, 06, 07, 09, 16 and 17 (see lib/question_runs.py).
 
     python setup/run_question_runs.py                              # every run, live model
     python setup/run_question_runs.py --run handbook-short-answers # one run
@@ -7,7 +7,7 @@
 Each run appends to data/results/<run>.jsonl and skips the items already there, so an
 interrupted run resumes where it stopped. A complete file is left as it is. Live runs take
 the model tens of minutes on 2 cores (handbook-short-answers about 25, assistant-dev-fit
-about 55, assistant-test about 20); --replay reads the same model's recorded answers to the same requests instead, and the
+about 55, assistant-test about 20, assistant-test-past-boundary about 55); --replay reads the same model's recorded answers to the same requests instead, and the
 header says which mode produced the file.
 """
 from __future__ import annotations

@@ -20,6 +20,8 @@ from lib.assistant import (
     ANSWERABILITY_SYSTEM_PROMPT,
     PENDING,
     Assistant,
+    CalibratedPYes,
+    CostRule,
     SupportModel,
     answer_is_right,
     answerability_messages,
@@ -33,7 +35,7 @@ from lib.datasets import Section
 from lib.grounding import GROUNDING_SYSTEM_PROMPT, answer_field_logprobs
 from lib.indexes import DenseIndex, chunk_by_heading
 from lib.llm import Completion, TokenLogprob
-from lib.routing import Action
+from lib.routing import Action, CostThresholds
 from conftest import ScriptedLLM
 from test_indexes import fake_embed
 
@@ -424,3 +426,46 @@ def test_with_a_support_model_the_last_step_asks_it_instead_of_the_threshold(ind
         assert trace.decision is decision and step.numbers["threshold"] == support.threshold_
         assert step.numbers["P(right)"] == pytest.approx(support.probability([p], [trace.routing.top_score], [trace.routing.margin])[0])
     assert make_assistant(index, FakeLLM()).run(ASK_Q).decision is Action.ASK  # the gates still come first
+
+
+def cost_rule(act: float = 0.8, ask: float = 0.5) -> CostRule:
+    """P(yes) as it is, acted on at `act`, asked about at `ask`."""
+    return CostRule(CalibratedPYes(), CostThresholds(act_threshold=act, hand_over_threshold=ask,
+                                                     expected_cost=0.0, fitted_on=1))
+
+
+@pytest.mark.parametrize(("p_yes", "decision"), [(0.9, Action.ACT), (0.6, Action.ASK), (0.3, Action.HAND_OVER)])
+def test_with_a_cost_rule_the_calibrated_probability_routes_every_checked_answer(index, p_yes, decision):
+    llm = FakeLLM([GOOD], p_yes=p_yes)
+    assistant = make_assistant(index, llm)
+    assistant.cost_rule = cost_rule()
+    trace = assistant.run(ASK_Q)  # the retrieval gate fails, but with a cost rule the model answers anyway
+    assert trace.decision is decision and len(llm.requests) == 1
+    assert trace.step("retrieval").verdict == "skipped" and "not a gate" in trace.step("retrieval").note
+    step = trace.step("answerability")
+    assert step.numbers["P(right)"] == pytest.approx(p_yes)
+    assert (step.numbers["act threshold"], step.numbers["ask threshold"]) == (0.8, 0.5)
+    if decision is Action.ASK:
+        assert "(1) Qualifying exam" in trace.reply and trace.reply.startswith(FALLBACK_BANNER)
+
+
+def test_with_a_cost_rule_the_boundary_and_the_code_checks_still_come_first(index):
+    assistant = make_assistant(index, FakeLLM())
+    assistant.cost_rule = cost_rule()
+    assert assistant.run(OUT_Q).decision is Action.OUT_OF_SCOPE
+    assistant = make_assistant(index, FakeLLM([BAD_QUOTE], p_yes=0.99))
+    assistant.cost_rule = cost_rule()
+    trace = assistant.run(GROUNDED_Q)
+    assert trace.decision is Action.HAND_OVER and "not verified" in trace.why
+
+
+def test_calibrated_p_yes_maps_through_its_calibrator_and_keeps_nan():
+    from lib.calibration import PlattCalibrator
+
+    p_yes, top, margin, right = support_data()
+    signal = CalibratedPYes(PlattCalibrator()).fit(p_yes, top, margin, right)
+    direct = PlattCalibrator().fit(p_yes, right).predict(p_yes)
+    assert np.array_equal(signal.probability(p_yes, top, margin), direct)
+    raw = CalibratedPYes().fit(p_yes, top, margin, right)
+    assert np.array_equal(raw.probability(p_yes, top, margin), p_yes)
+    assert np.isnan(signal.probability([np.nan, 0.5], [0, 0], [0, 0])).tolist() == [True, False]
