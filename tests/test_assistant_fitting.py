@@ -16,11 +16,11 @@ from lib.assistant_fitting import (ASSISTANT_SETTINGS, FINALE_SETTINGS, SUPPORT_
                                    cross_fitted_support, decide_rows, dev_answers, fit_answerability,
                                    fit_answerability_gate, fit_cost_rule, fit_support)
 from lib.routing import CostThresholds
-from lib.question_runs import ASSISTANT_DEV, ASSISTANT_TEST
+from lib.question_runs import ASSISTANT_DEV, ASSISTANT_TEST, ASSISTANT_TEST_PAST_BOUNDARY
 from lib.results_store import RESULTS_DIR
 
 
-@pytest.mark.parametrize("run", [ASSISTANT_DEV, ASSISTANT_TEST])
+@pytest.mark.parametrize("run", [ASSISTANT_DEV, ASSISTANT_TEST, ASSISTANT_TEST_PAST_BOUNDARY])
 def test_the_saved_runs_were_made_with_the_settings_the_notebook_reads(run):
     with (RESULTS_DIR / f"{run}.jsonl").open(encoding="utf-8") as lines:
         saved = json.loads(next(lines))["settings"]
