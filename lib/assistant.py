@@ -632,7 +632,7 @@ class Assistant:
     def _decide_by_costs(self, trace: Trace, steps: list[Step], rule: CostRule) -> Trace:
         """The finale's rules: boundary, then the code checks, then the cost rule on the calibrated P(right)."""
         v, probe = trace.routing, trace.answerability
-        steps = [replace(s, passed=None, note="not a gate here: every question inside the boundary is answered")
+        steps = [replace(s, passed=None, note="not a gate here: every question inside the boundary gets a drafted answer")
                  if s.name == "retrieval" and v.failed_gate != "boundary" else s for s in steps]
         action: Action | None = None
         if probe is None:
