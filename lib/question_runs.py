@@ -471,28 +471,20 @@ def _gate_settings(setup: Any) -> dict[str, Any]:
         "retrieval_margin": a.retrieval_gate.margin_threshold_, "ask": a.ask_gate.threshold_}}
 
 
-def _assistant_dev(llm: Any, results_dir: Path):
-    from lib.assistant_fitting import build_assistant
-    from lib.grounding import GROUNDING_SYSTEM_PROMPT
+def _assistant_past_boundary(split: str):
+    """The run that answers and probes every `split` question past the boundary, whatever the retrieval gate says."""
+    def prepare(llm: Any, results_dir: Path):
+        from lib.assistant_fitting import build_assistant
+        from lib.grounding import GROUNDING_SYSTEM_PROMPT
 
-    timer = CallTimer(llm)
-    setup = build_assistant(llm)
-    setup.assistant.llm = timer
-    items = list(setup.dev_fit.itertuples())
-    settings = {**_gate_settings(setup), "grounding": GROUNDING_SYSTEM_PROMPT, "questions": [q.id for q in items]}
-    return items, _assistant_runner(setup, timer, answer_past_boundary=True), settings
+        timer = CallTimer(llm)
+        setup = build_assistant(llm)
+        setup.assistant.llm = timer
+        items = list((setup.dev_fit if split == "dev" else setup.test_past_boundary).itertuples())
+        settings = {**_gate_settings(setup), "grounding": GROUNDING_SYSTEM_PROMPT, "questions": [q.id for q in items]}
+        return items, _assistant_runner(setup, timer, answer_past_boundary=True), settings
 
-
-def _assistant_test_past_boundary(llm: Any, results_dir: Path):
-    from lib.assistant_fitting import build_assistant
-    from lib.grounding import GROUNDING_SYSTEM_PROMPT
-
-    timer = CallTimer(llm)
-    setup = build_assistant(llm)
-    setup.assistant.llm = timer
-    items = list(setup.test_past_boundary.itertuples())
-    settings = {**_gate_settings(setup), "grounding": GROUNDING_SYSTEM_PROMPT, "questions": [q.id for q in items]}
-    return items, _assistant_runner(setup, timer, answer_past_boundary=True), settings
+    return prepare
 
 
 def _assistant_test(llm: Any, results_dir: Path):
@@ -523,9 +515,9 @@ RUNS: dict[str, ItemRun] = {run.name: run for run in (
     ItemRun(CLINC_INJECTION, "05", ("05-grammars",), _injection("clinc150")),
     ItemRun(GRAMMAR_VS_FREE, "05", ("05-grammars",), _grammar_vs_free),
     ItemRun(SILENT_CORPUS, "16", ("16-assistant",), _silent_corpus),
-    ItemRun(ASSISTANT_DEV, "16", ("16-assistant",), _assistant_dev),
+    ItemRun(ASSISTANT_DEV, "16", ("16-assistant",), _assistant_past_boundary("dev")),
     ItemRun(ASSISTANT_TEST, "16", ("16-assistant",), _assistant_test),
-    ItemRun(ASSISTANT_TEST_PAST_BOUNDARY, "17", ("17-finale",), _assistant_test_past_boundary),
+    ItemRun(ASSISTANT_TEST_PAST_BOUNDARY, "17", ("17-finale",), _assistant_past_boundary("test")),
 )}
 """Every saved item run, in the order `make results` produces them (the test run needs the dev run)."""
 
