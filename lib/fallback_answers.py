@@ -10,22 +10,30 @@ form G-7 within 30 days" when the handbook has no such form or deadline.
 `invented_policy_sentences` is the rule that flags it, sentence by sentence. A sentence states
 a policy as fact when any of these holds:
 
-1. it holds a **specific** and no **hedge**;
+1. it holds a **specific** and neither **general framing** nor **advice**: "typically 6 months"
+   and "likely an HP LaserJet" are still a figure and a name a student will act on, while
+   "fees vary from 500 to 5,000 at most universities" and "ask the Housing Office" are not;
 2. it holds an **obligation** and no **hedge**;
-3. it opens with "Yes" or "No": a verdict on the question the handbook does not give;
-4. it names Quillmere ("Quillmere", "QIT", "the Institute") and holds a specific, hedged or
-   not: "Quillmere typically charges 5,000" is still a figure the handbook does not give.
+3. it grants a **permission**: it opens with "You", "Students", "Graduate students", "PhD
+   students", "Employees" or "Staff", then "can", "may", "are allowed to" or "are permitted
+   to", then anything but an advice verb ("Graduate students can use the 3D printer if ...");
+4. it opens with "Yes" or "No": a verdict on the question the handbook does not give;
+5. it names Quillmere ("Quillmere", "QIT", "the Institute") and holds a specific, whatever
+   else it says: "Quillmere typically charges 5,000" is a figure the handbook does not give.
 
-A **specific** is a digit, a money sign or "%", a number word from two to twelve, "thirty",
-"sixty" or "ninety", a named office or form (a capitalised word followed by "Office", "Form",
-"Committee", "Board", "Center"/"Centre", "Department" or "Services", or "Office of"), or a
-deadline ("deadline", "within", "by the end of", "no later than"). An **obligation** is "must",
-"required", "requires", "is/are not allowed", "not permitted", "prohibited", "entitled",
-"eligible", "will be charged", "will be reimbursed" or "covers the". A **hedge** is "may",
-"might", "could", "can", "typically", "usually", "often", "generally", "commonly", "many",
-"most", "some", "depend(s/ing)", "vary", "varies", "check", "contact", "consult", "ask",
-"confirm", "likely", "universities", "institutions" or "schools" (the words of general
-advice). Case is ignored except in names and in "Yes" and "No". The banner is not part of the text the rule reads.
+A **specific** is a digit (not the number of a numbered list item), a money sign or "%", a
+number word from two to twelve, "thirty", "sixty" or "ninety", a named office or form (a
+capitalised word followed by "Office", "Form", "Committee", "Board", "Center"/"Centre",
+"Department" or "Services", or "Office of"), or a deadline ("deadline", "within", "by the end
+of", "no later than"). **General framing** is "vary", "varies", "varying", "differ(s)",
+"depend(s/ing/ent)", "universities", "institutions", "schools", "colleges", "many", "most",
+"some" or "each": the sentence is about universities in general. **Advice** is an advice verb:
+"ask", "contact", "consult", "check", "confirm", "speak", "talk", "email", "visit", "reach",
+"find" or "look". An **obligation** is "must", "required", "requires", "is/are not allowed",
+"not permitted", "prohibited", "entitled", "eligible", "will be charged", "will be reimbursed"
+or "covers the"; a **hedge** is general framing, advice, or "may", "might", "could", "can",
+"typically", "usually", "often", "generally", "commonly" or "likely". Case is ignored except
+in names and in the openings of 3 and 4. The banner is not part of the text the rule reads.
 An answer is flagged when any of its sentences is (`states_invented_policy`).
 
 The rule is a heuristic; the saved fallback answers are also labelled by hand
@@ -65,12 +73,19 @@ _SPECIFIC = re.compile(
     r"\d|[$\u20ac\u00a3%]"
     r"|(?i:\b(?:" + "|".join(_NUMBER_WORDS) + r")\b|\bdeadlines?\b|\bwithin\b|\bby the end of\b|\bno later than\b)"
     r"|\b[A-Z][\w&'-]*\s+(?:Office|Form|Committee|Board|Center|Centre|Department|Services)\b|\bOffice of\b")
+_LIST_NUMBER = re.compile(r"^\d+[.)]\s+")
 _OBLIGATION = re.compile(
     r"\b(?:must|required|requires|(?:is|are) not allowed|not permitted|prohibited|entitled|eligible"
     r"|will be charged|will be reimbursed|covers the)\b", re.IGNORECASE)
-_HEDGE = re.compile(
-    r"\b(?:may|might|could|can|typically|usually|often|generally|commonly|many|most|some|depends?|depending"
-    r"|vary|varies|check|contact|consult|ask|confirm|likely|universities|institutions|schools)\b", re.IGNORECASE)
+_GENERAL = (r"vary|varies|varying|differs?|depends?|depending|dependent|universities|institutions|schools|colleges"
+            r"|many|most|some|each")
+_ADVICE = r"ask|contact|consult|check|confirm|speak|talk|email|visit|reach|find|look"
+_GENERAL_OR_ADVICE = re.compile(rf"\b(?:{_GENERAL}|{_ADVICE})\b", re.IGNORECASE)
+_HEDGE = re.compile(rf"\b(?:{_GENERAL}|{_ADVICE}|may|might|could|can|typically|usually|often|generally|commonly"
+                    r"|likely)\b", re.IGNORECASE)
+_PERMISSION = re.compile(
+    r"^(?:You|Students|Graduate students|PhD students|Employees|Staff)\s+(?:can|may|are allowed to|are permitted to)"
+    rf"\s+(?!(?:usually\s+|also\s+)?(?:{_ADVICE})\b)")
 _VERDICT = re.compile(r"^(?:Yes|No)\b")
 _QUILLMERE = re.compile(r"\bQuillmere\b|\bQIT\b|\bthe Institute\b")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(\[])|\n+")
@@ -132,8 +147,10 @@ def invented_policy_sentences(text: str) -> list[str]:
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     flagged = []
     for sentence in _sentences(text):
-        specific, hedged = bool(_SPECIFIC.search(sentence)), bool(_HEDGE.search(sentence))
-        if ((specific or _OBLIGATION.search(sentence)) and not hedged or _VERDICT.search(sentence)
+        specific = bool(_SPECIFIC.search(_LIST_NUMBER.sub("", sentence)))
+        if (specific and not _GENERAL_OR_ADVICE.search(sentence)
+                or _OBLIGATION.search(sentence) and not _HEDGE.search(sentence)
+                or _PERMISSION.search(sentence) or _VERDICT.search(sentence)
                 or specific and _QUILLMERE.search(sentence)):
             flagged.append(sentence)
     return flagged

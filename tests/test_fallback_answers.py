@@ -57,6 +57,10 @@ def test_a_fallback_that_states_a_figure_is_flagged_with_its_sentence():
     "Quillmere typically charges 5,000 per year.",                           # a hedged figure for Quillmere
     "At QIT the fee is usually 12% of the stipend.",                         # the same, with its short name
     "The Deadline is the end of term.",                                      # case ignored in deadline words
+    "The notice period is usually 6 months.",                                # a frequency word excuses no figure
+    "The printer is likely an HP LaserJet 400.",                             # nor a name and model number
+    "Graduate students can use the 3D printer if they have a student ID.",   # a permission
+    "You may bring a dog to your office.",                                   # a permission
 ])
 def test_statements_of_policy_as_fact_are_flagged(text):
     assert states_invented_policy(text), text
@@ -69,6 +73,9 @@ def test_statements_of_policy_as_fact_are_flagged(text):
     "The student could ask the office of student health.",
     "It is best to confirm with the Institute before you apply.",            # names the Institute, no specific
     "Nobody can say without the handbook.",                                  # "Nobody" is not "No"
+    "Students can usually ask the department office.",                       # advice, not a permission
+    "2. **Connect the console**: plug it in.",                               # a list number is no figure
+    "Ask the Housing Office about it.",                                      # an office named as advice
     "",
 ])
 def test_general_advice_is_not_flagged(text):
