@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from lib.datasets import load_corpus
 from lib.grammar import schema_for_model
 from lib.llm import Completion
 from lib.model_citations import (
@@ -16,6 +17,7 @@ from lib.model_citations import (
     model_citation_messages,
     model_cited_answer,
 )
+from lib.question_runs import MODEL_CITATIONS, load_run
 from conftest import ScriptedLLM
 
 SECTIONS = {  # in the order shown: [1] is the qualifying exam, [2] the committee
@@ -134,3 +136,17 @@ def test_the_request_is_constrained_by_the_claims_schema_which_caps_the_claims()
 def test_claim_fields_are_required():
     with pytest.raises(ValueError):
         Claim.model_validate({"sentence": "x", "quote": ""})
+
+
+def test_the_saved_runs_verdicts_and_counts_are_check_claims_on_its_claims():
+    header, rows = load_run(MODEL_CITATIONS)
+    assert list(rows["id"]) == header["settings"]["questions"] == sorted(rows["id"])
+    texts = {section.id: section.text for section in load_corpus()}
+    for row in rows.itertuples():
+        claims = [Claim(sentence=c["sentence"], source=c["source"], quote=c["quote"]) for c in row.claims]
+        verdicts = check_claims(ClaimedAnswer(claims=claims), {sid: texts[sid] for sid in row.shown})
+        assert [v.valid for v in verdicts] == [c["valid"] for c in row.claims], row.id
+        assert (row.n_valid, row.n_invalid, row.n_unmarked) == (
+            sum(v.valid for v in verdicts), sum(v.marked and not v.valid for v in verdicts),
+            sum(not v.marked for v in verdicts)), row.id
+        assert row.handed_over == (not row.valid_reply or not claims or row.n_valid < len(claims)), row.id
