@@ -5,7 +5,8 @@ The grounded answer's quotes each name the section they were copied from
 against the sections the model was shown. A citation turns that into what a reader sees: the
 answer followed by [n] markers, where n is the position of the cited section among the sections
 shown to the model (in the order they were shown, from 1), and one line per citation with the
-quote. The model's prompt does not change: the numbers are rendered from the quotes afterwards.
+quote. The model's prompt does not change: the numbers are rendered from the quotes afterwards
+(`lib.model_citations` has the model write a number after each claim instead, checked the same way).
 
 A citation is valid when both hold:
 
@@ -15,7 +16,8 @@ A citation is valid when both hold:
 One invalid citation makes the whole answer's citations invalid (`CitedAnswer.valid`), and the
 assistant then hands the question over rather than show a source that does not say what it is
 cited for. A reply that is not an answer from the documents (ASK, OUT_OF_SCOPE, HAND_OVER)
-carries `FALLBACK_BANNER` and no citations (`fallback_reply`).
+carries `FALLBACK_BANNER` and no citations (`fallback_reply`); a general answer given when the
+handbook is silent (`lib.fallback_answers`) carries `GENERAL_ANSWER_BANNER`.
 """
 from __future__ import annotations
 
@@ -24,10 +26,15 @@ from dataclasses import dataclass
 
 from lib.quotes import QuoteVerdict
 
-__all__ = ["FALLBACK_BANNER", "Citation", "CitedAnswer", "number_sections", "cite", "fallback_reply"]
+__all__ = ["FALLBACK_BANNER", "GENERAL_ANSWER_BANNER", "Citation", "CitedAnswer", "source_lines", "number_sections",
+           "cite", "fallback_reply"]
 
 FALLBACK_BANNER = "[Not an answer from the documents]"
 """The first words of every reply that is not a cited answer, so no one mistakes it for one."""
+
+GENERAL_ANSWER_BANNER = "[Not from the handbook: a general answer, check with the office concerned]"
+"""The first words of a fallback answer from general knowledge (`lib.fallback_answers`): the
+handbook has no section on the question, and the reader must know it is not Quillmere's policy."""
 
 
 @dataclass(frozen=True)
@@ -86,15 +93,23 @@ class CitedAnswer:
         """
         markers = list(dict.fromkeys(c.marker for c in self.citations))
         lines = [f"{self.answer.strip()} {''.join(markers)}".rstrip()]
-        seen: set[str] = set()
-        for c in self.citations:
-            if c.marker in seen:
-                continue
-            seen.add(c.marker)
-            quote = " ".join(c.quote.split())
-            quote = quote if len(quote) <= width else quote[: width - 1].rstrip() + "\u2026"
-            lines.append(f"{c.marker} {c.section_id or '(no section)'}: \u201c{quote}\u201d")
-        return "\n".join(lines)
+        return "\n".join(lines + source_lines(self.citations, width))
+
+
+def source_lines(citations: Sequence[Citation], width: int = 80) -> list[str]:
+    """One line per cited section, in the order first cited: its marker, its id and its first quote.
+
+    Quotes are cut to `width` characters; a marker cited again adds no line.
+    """
+    lines, seen = [], set()
+    for c in citations:
+        if c.marker in seen:
+            continue
+        seen.add(c.marker)
+        quote = " ".join(c.quote.split())
+        quote = quote if len(quote) <= width else quote[: width - 1].rstrip() + "\u2026"
+        lines.append(f"{c.marker} {c.section_id or '(no section)'}: \u201c{quote}\u201d")
+    return lines
 
 
 def number_sections(shown: Sequence[str]) -> dict[str, int]:

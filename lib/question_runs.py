@@ -1,4 +1,4 @@
-"""The saved runs behind notebooks 05, 06, 07, 09 and 16: every question or message they measure, answered once.
+"""The saved runs behind notebooks 05, 06, 07, 09, 16 and 17: every question or message they measure, answered once.
 
 A notebook re-executes in a couple of minutes; measuring 60 handbook questions with samples
 and entailment checks, or 128 test questions through the whole assistant, takes the 1.5B
@@ -37,6 +37,13 @@ for the tables.
   boundary, each answered and probed whatever the retrieval gate says, as `assistant-dev-fit`
   does on dev: what the finale's assistant, which decides every in-scope question from one
   calibrated probability, is measured on.
+- `assistant-model-citations` (17): every test question past the boundary, shown the sections
+  the assistant shows, answered by `lib.model_citations.model_cited_answer` (the model writes a
+  section number after each claim): each claim with its marker's verdict, the counts of valid,
+  invalid and missing markers, and whether the answer would be handed over.
+- `handbook-fallback` (17): every unanswerable question of dev and test, answered from general
+  knowledge under a banner (`lib.fallback_answers.fallback_answer`), with the invented-policy
+  rule's flag. Its answers are labelled by hand in data/corpus/fallback_labels.jsonl.
 
 Produce them with `python setup/run_question_runs.py` (`make results` runs it too). In
 replay mode the answers come from the notebooks' recordings instead of the model: the same
@@ -67,7 +74,8 @@ __all__ = [
     "INJECTION_SEED", "CallTimer", "encode_tokens", "decode_tokens", "ItemRun",
     "short_answer_questions", "letters_and_names_deciders", "answer_by_name", "CODE_SHAPE", "NAME_SHAPE",
     "reply_kind", "code_routing_prompt", "injection_messages", "injection_items", "injection_deciders",
-    "injection_decision", "trace_row", "RUNS", "model_for", "produce", "load_run",
+    "injection_decision", "trace_row", "MODEL_CITATIONS", "FALLBACK_ANSWERS", "RUNS", "model_for", "produce",
+    "load_run",
 ]
 
 HANDBOOK = "handbook-short-answers"
@@ -506,6 +514,61 @@ def _assistant_test(llm: Any, results_dir: Path):
     return items, _assistant_runner(setup, timer), settings
 
 
+MODEL_CITATIONS = "assistant-model-citations"
+FALLBACK_ANSWERS = "handbook-fallback"
+
+
+def _model_citations(llm: Any, results_dir: Path):
+    from lib import retrieval as R
+    from lib.assistant_fitting import ASSISTANT_SETTINGS, build_assistant
+    from lib.model_citations import (MAX_CLAIMS, MODEL_CITATION_MAX_TOKENS, MODEL_CITATION_SYSTEM_PROMPT,
+                                     model_cited_answer)
+
+    setup = build_assistant(llm)
+    a, test = setup.assistant, setup.test.sort_values("id").reset_index(drop=True)
+    routes = R.route_many(test["question"], a.boundary_gate, a.retrieval_gate, a.scope,
+                          n_sources=ASSISTANT_SETTINGS.n_sources)
+    items = [{"id": q.id, "type": q.type, "question": q.question,
+              "gold": q.answer if isinstance(q.answer, str) else None, "failed_gate": v.failed_gate,
+              "sections": a.shown_sections(v)}
+             for q, v in zip(test.itertuples(), routes) if v.failed_gate != "boundary"]
+
+    def compute(i: int, item: dict[str, Any]) -> dict[str, Any]:
+        result = model_cited_answer(llm, item["question"], item["sections"])
+        claims = [{"sentence": v.claim.sentence, "source": v.claim.source, "quote": v.claim.quote, "valid": v.valid,
+                   "problem": "no marker" if v.citation is None else v.citation.problem} for v in result.verdicts]
+        return {**{k: v for k, v in item.items() if k != "sections"}, "shown": list(item["sections"]),
+                "valid_reply": result.ok, "errors": list(result.errors), "claims": claims,
+                "n_claims": result.n_claims, "n_valid": result.n_valid, "n_invalid": result.n_invalid,
+                "n_unmarked": result.n_unmarked, "handed_over": result.handed_over,
+                "answer": result.render() if result.ok else None,
+                "seconds": sum(c.seconds for c in result.completions)}
+
+    settings = {"system": MODEL_CITATION_SYSTEM_PROMPT, "max_tokens": MODEL_CITATION_MAX_TOKENS,
+                "max_claims": MAX_CLAIMS, "gates": _gate_settings(setup), "questions": [item["id"] for item in items],
+                "sections": fingerprint([item["sections"] for item in items])}
+    return items, compute, settings
+
+
+def _fallback_answers(llm: Any, results_dir: Path):
+    from lib.citations import GENERAL_ANSWER_BANNER
+    from lib.datasets import load_questions
+    from lib.fallback_answers import FALLBACK_MAX_TOKENS, FALLBACK_SYSTEM_PROMPT, fallback_answer
+
+    questions = pd.concat([load_questions("dev"), load_questions("test")])
+    questions = questions[questions["type"] == "unanswerable"].sort_values("id").reset_index(drop=True)
+    items = [{"id": q.id, "split": q.split, "question": q.question} for q in questions.itertuples()]
+
+    def compute(i: int, item: dict[str, Any]) -> dict[str, Any]:
+        answer = fallback_answer(llm, item["question"])
+        return {**item, "answer": answer.text, "reply": answer.reply, "invented_policy": answer.invented_policy,
+                "flagged": list(answer.flagged), "seconds": answer.completion.seconds}
+
+    settings = {"system": FALLBACK_SYSTEM_PROMPT, "max_tokens": FALLBACK_MAX_TOKENS, "banner": GENERAL_ANSWER_BANNER,
+                "questions": [item["id"] for item in items]}
+    return items, compute, settings
+
+
 RUNS: dict[str, ItemRun] = {run.name: run for run in (
     ItemRun(HANDBOOK, "06, 09", ("06-answer-confidence", "09-semantic-entropy"), _handbook),
     ItemRun(FULL_LIST, "07", ("07-decision-probabilities",), _full_list),
@@ -518,6 +581,8 @@ RUNS: dict[str, ItemRun] = {run.name: run for run in (
     ItemRun(ASSISTANT_DEV, "16", ("16-assistant",), _assistant_past_boundary("dev")),
     ItemRun(ASSISTANT_TEST, "16", ("16-assistant",), _assistant_test),
     ItemRun(ASSISTANT_TEST_PAST_BOUNDARY, "17", ("17-finale",), _assistant_past_boundary("test")),
+    ItemRun(MODEL_CITATIONS, "17", ("17-finale",), _model_citations),
+    ItemRun(FALLBACK_ANSWERS, "17", ("17-finale",), _fallback_answers),
 )}
 """Every saved item run, in the order `make results` produces them (the test run needs the dev run)."""
 

@@ -6,12 +6,13 @@ import json
 import numpy as np
 import pytest
 
+from lib.citations import GENERAL_ANSWER_BANNER
 from lib.decisions import ShortlistDecider
-from lib.datasets import banking77_pool, load_label_groups
+from lib.datasets import banking77_pool, load_label_groups, load_questions
 from lib.indexes import IntentRetriever
 from lib.llm import CapabilityError, TokenLogprob
-from lib.question_runs import (INJECTION, RUNS, CallTimer, code_routing_prompt, decode_tokens, encode_tokens,
-                               injection_items, short_answer_questions)
+from lib.question_runs import (FALLBACK_ANSWERS, INJECTION, RUNS, CallTimer, code_routing_prompt, decode_tokens,
+                               encode_tokens, injection_items, load_run, produce, short_answer_questions)
 from lib.runs import load_item_run, run_items
 from lib.selective import auroc
 from lib.semantic_entropy import auroc_difference, sample_answers
@@ -79,7 +80,8 @@ def test_tokens_survive_the_round_trip():
 
 
 def test_every_run_has_a_recording_to_replay_and_the_shared_questions_are_stable():
-    assert list(RUNS)[-3:] == ["assistant-dev-fit", "assistant-test", "assistant-test-past-boundary"]  # dev first: the test run needs it
+    names = list(RUNS)
+    assert names.index("assistant-dev-fit") < min(names.index("assistant-test"), names.index("assistant-test-past-boundary"))
     assert all(run.recordings for run in RUNS.values())
     questions = short_answer_questions()
     assert len(questions) == 60 and questions["id"].is_monotonic_increasing
@@ -171,3 +173,19 @@ def test_notebook_05_runs_replay_its_recordings_and_decide_each_message_both_way
         assert not any("exchange" in item["label"] or item["label"] == "oos" for item in items)
     prompt = code_routing_prompt(load_label_groups("banking77"))
     assert prompt.count("\n  ") == 77 and "\n  C-F top_up_by_card_charge\n" in prompt
+
+
+def test_the_fallback_run_answers_every_unanswerable_question_behind_the_banner_with_the_rules_flag(tmp_path, fake_llm):
+    questions = load_questions()
+    unanswerable = questions[(questions["type"] == "unanswerable") & questions["split"].isin(["dev", "test"])]
+    general = "Such rules usually vary; ask the graduate office."
+    llm = fake_llm(["The fee is 40 per month."] + [general] * (len(unanswerable) - 1), seconds=2.0)
+    llm.identity = "scripted-model"
+    produce(FALLBACK_ANSWERS, mode="replay", llm=llm, results_dir=tmp_path, progress=False)
+    header, rows = load_run(FALLBACK_ANSWERS, tmp_path)
+    assert list(rows["id"]) == sorted(unanswerable["id"]) == header["settings"]["questions"]
+    assert set(rows["split"]) == {"dev", "test"} and (rows["seconds"] == 2.0).all()
+    assert rows["reply"].str.startswith(GENERAL_ANSWER_BANNER).all()
+    assert list(rows["invented_policy"]) == [True] + [False] * (len(rows) - 1)
+    assert rows["flagged"][0] == ["The fee is 40 per month."]
+    assert llm.requests[0]["messages"][1]["content"] == rows["question"][0]
