@@ -45,7 +45,7 @@ Every reply other than ACT starts with `lib.citations.FALLBACK_BANNER` and cites
 Every threshold is fitted on the dev questions, never on test, by `lib.assistant_fitting`:
 the two gates with `fit_gates` (the same fitting as notebook 02), the ask threshold with
 `fit_ask_gate`, the answerability threshold with `fit_answerability_gate` on dev traces, and
-the finale's `CostRule` (notebook 17: a calibrated P(right) routed to ACT, ASK or HAND_OVER by
+the finale's `CostRule` (notebook 18: a calibrated P(right) routed to ACT, ASK or HAND_OVER by
 thresholds chosen from costs, in place of the retrieval gate and that threshold) with `fit_cost_rule`.
 
 Each question produces a `Trace`: every step's verdict and numbers, the decision, and the reply
@@ -304,11 +304,10 @@ class CalibratedPYes:
 class CostRule:
     """The finale's last step: one calibrated P(right) per answer and two thresholds on it, chosen from costs.
 
-    `signal` maps (P(yes), top score, margin) to P(right) (a fitted `SupportSignal`);
-    `thresholds` come from `lib.routing.cost_thresholds` on dev: P(right) at or above
-    `act_threshold` -> ACT, at or above `hand_over_threshold` -> ASK (offer the best
-    sections' headings), below -> HAND_OVER. It decides only answers whose quotes and
-    citations code has verified; the others are handed over before it is asked.
+    `signal` maps (P(yes), top score, margin) to P(right) (a fitted `SupportSignal`); `thresholds`
+    come from `lib.routing.cost_thresholds` on dev: P(right) at or above `act_threshold` -> ACT, at
+    or above `hand_over_threshold` -> ASK (offer the best sections' headings), below -> HAND_OVER.
+    It decides only answers whose quotes and citations code has verified; the rest are handed over.
     """
 
     signal: SupportSignal
@@ -475,7 +474,7 @@ class Assistant:
             without tokens is never turned into ASK.
         support: a fitted `SupportModel`; when set, the last step accepts an answer when the
             model's P(right) clears its threshold, in place of the answerability threshold.
-        cost_rule: a fitted `CostRule` (the finale's assistant, notebook 17); when set, the
+        cost_rule: a fitted `CostRule` (the finale's assistant, notebook 18); when set, the
             retrieval gate no longer decides: every question past the boundary is answered and
             probed, and an answer whose quotes and citations hold is routed by its calibrated
             P(right) to ACT, ASK or HAND_OVER. The other thresholds are then not used.
@@ -666,8 +665,9 @@ class Assistant:
 # --------------------------------------------------------------------------- judging and tables
 
 
-def answer_is_right(trace: Trace, question_type: str, gold: str | None, *, max_gold_words: int = 4) -> bool | None:
-    """Whether an answer the assistant gave is right, judged by a rule; None when the rule cannot judge.
+def answer_is_right(trace: Trace | str | None, question_type: str, gold: str | None, *, max_gold_words: int = 4,
+                    ) -> bool | None:
+    """Whether an answer (a trace's, or the answer's text) is right, judged by a rule; None when the rule cannot judge.
 
     - The question is not answerable (unanswerable or out of scope): any answer is wrong.
     - Answerable with a short gold answer (at most `max_gold_words` words): right when
@@ -678,7 +678,7 @@ def answer_is_right(trace: Trace, question_type: str, gold: str | None, *, max_g
     """
     if question_type != "answerable":
         return False
-    answer = trace.answer
+    answer = trace.answer if isinstance(trace, Trace) else trace
     if answer is None or not isinstance(gold, str) or not gold.strip() or len(gold.split()) > max_gold_words:
         return None
     return matches_gold(answer, gold)

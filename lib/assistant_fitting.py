@@ -11,7 +11,7 @@ perplexity ceiling with `fit_perplexity_ceiling`.
 answer budget, the dev targets): notebook 16 and the saved runs of `lib.question_runs` both
 read them, and `build_assistant` builds the assistant exactly as the notebook does.
 
-The finale's assistant (notebook 17) keeps the boundary and the code checks and replaces the
+The finale's assistant (notebook 18) keeps the boundary and the code checks and replaces the
 retrieval gate and the answerability threshold with one `lib.assistant.CostRule`: `fit_cost_rule`
 chooses the support signal with the lowest cross-fitted Brier score on the dev answers
 (`cross_fitted_support`: P(yes) raw, Platt- or isotonic-calibrated, or the `SupportModel`),
@@ -175,7 +175,7 @@ def build_assistant(llm: LLM, embed: Callable[[Sequence[str]], np.ndarray] | Non
     `llm.embed`) embeds the sections, examples and questions: a notebook passes saved vectors'
     `embed` so that it needs no embedding model. `test_past_boundary`
     holds the test questions that pass the boundary, in the same kind of order: the finale's
-    test run answers each of them, as the assistant of the finale (notebook 17) does.
+    test run answers each of them, as the assistant of the finale (notebook 18) does.
     """
     s = ASSISTANT_SETTINGS
     sections = load_corpus()
@@ -255,7 +255,7 @@ def fit_perplexity_ceiling(perplexities: Sequence[float], correct: Sequence[bool
 
 @dataclass(frozen=True)
 class FinaleSettings:
-    """The finale's assistant (notebook 17): its cost table and how its last step is chosen on dev."""
+    """The finale's assistant (notebook 18): its cost table and how its last step is chosen on dev."""
 
     cost_table: tuple[tuple[str, float], ...] = (("act_wrong", 15.0), ("ask", 2.0), ("hand_over", 4.0))
     """Minutes: a wrong answer and a hand-over cost what they cost in notebook 15 (15 and 4 minutes of
@@ -276,7 +276,7 @@ class FinaleSettings:
 
 
 FINALE_SETTINGS = FinaleSettings()
-"""The one set of settings notebook 17 and `fit_cost_rule` use."""
+"""The one set of settings notebook 18 and `fit_cost_rule` use."""
 
 SUPPORT_SIGNALS: dict[str, type] = {"P(yes)": CalibratedPYes, "P(yes), Platt": CalibratedPYes,
                                     "P(yes), isotonic": CalibratedPYes, "support model": SupportModel}
@@ -411,7 +411,7 @@ def decide_rows(rows: pd.DataFrame, rule: CostRule) -> np.ndarray:
 
 def build_finale(llm: LLM, dev_rows: pd.DataFrame, embed: Callable[[Sequence[str]], np.ndarray] | None = None,
                  settings: FinaleSettings = FINALE_SETTINGS) -> tuple[AssistantSetup, FinaleFit, pd.Series]:
-    """Notebook 17's assistant: notebook 16's (`build_assistant`) with the cost rule in place of the retrieval gate.
+    """Notebook 18's assistant: notebook 16's (`build_assistant`) with the cost rule in place of the retrieval gate.
 
     The cost rule is fitted on `dev_rows` (the saved dev run's rows) by `fit_cost_rule`, and the
     assistant offers its `n_offer` headings when it asks. Returns the setup, the fit, and the

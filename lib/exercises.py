@@ -616,19 +616,40 @@ def _answer_precision(answer: Any) -> bool:
 # --------------------------------------------------------------------------- notebook 17
 
 
-@exercise("nb17-ex1", hint="Answering costs 20 minutes times the chance the answer is wrong; handing over costs 5. "
+@exercise("nb17-ex1", hint="A marker is valid when its number names a shown section and its quote is in that very "
+          "section; a claim with no number has no marker at all.", expects="a whole number")
+def _valid_model_markers(answer: Any) -> bool:
+    return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 1
+
+
+@exercise("nb17-ex2", hint="A citation must point to the section that holds its quote, not merely to a section "
+          "that was shown.", expects='"yes" or "no"')
+def _quote_in_another_section(answer: Any) -> bool:
+    return _normalized(answer) == "no"
+
+
+@exercise("nb17-ex3", hint="Look for a specific (a figure, a named office or form, a deadline) and then for general "
+          "framing or advice in the same sentence.", expects='"yes" or "no"')
+def _general_late_fee_flagged(answer: Any) -> bool:
+    return _normalized(answer) == "no"
+
+
+# --------------------------------------------------------------------------- notebook 18
+
+
+@exercise("nb18-ex1", hint="Answering costs 20 minutes times the chance the answer is wrong; handing over costs 5. "
           "Set the two equal and solve for P(right).", expects="a probability between 0 and 1")
 def _act_over_hand_over_break_even(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 1 - 5 / 20, tolerance=0.002)
 
 
-@exercise("nb17-ex2", hint="With probability 0.7 the question back is all it costs; otherwise the hand-over "
+@exercise("nb18-ex2", hint="With probability 0.7 the question back is all it costs; otherwise the hand-over "
           "follows it. Weight the two costs by their chances.", expects="minutes, a number")
 def _expected_ask_cost(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 0.7 * 2 + 0.3 * (2 + 4), tolerance=0.01)
 
 
-@exercise("nb17-ex3", hint="Price all three: answering costs 15 times P(wrong); asking costs 2, plus 4 when the "
+@exercise("nb18-ex3", hint="Price all three: answering costs 15 times P(wrong); asking costs 2, plus 4 when the "
           "heading is not the right one; handing over costs 4. Take the cheapest.",
           expects='"act", "ask" or "hand_over"')
 def _cheapest_decision(answer: Any) -> bool:

@@ -1,4 +1,4 @@
-"""The saved runs behind notebooks 05, 06, 07, 09, 16 and 17: every question or message they measure, answered once.
+"""The saved runs behind notebooks 05, 06, 07, 09, 16, 17 and 18: every question or message they measure, answered once.
 
 A notebook re-executes in a couple of minutes; measuring 60 handbook questions with samples
 and entailment checks, or 128 test questions through the whole assistant, takes the 1.5B
@@ -33,7 +33,7 @@ for the tables.
   questions: each decision with the numbers behind it, the citations' verdict, and the
   perplexity of every generated answer. The assistant is `lib.assistant_fitting.build_assistant`,
   with the settings notebook 16 reads (`lib.assistant_fitting.ASSISTANT_SETTINGS`).
-- `assistant-test-past-boundary` (17): the same assistant on every test question past the
+- `assistant-test-past-boundary` (18): the same assistant on every test question past the
   boundary, each answered and probed whatever the retrieval gate says, as `assistant-dev-fit`
   does on dev: what the finale's assistant, which decides every in-scope question from one
   calibrated probability, is measured on.
@@ -580,9 +580,9 @@ RUNS: dict[str, ItemRun] = {run.name: run for run in (
     ItemRun(SILENT_CORPUS, "16", ("16-assistant",), _silent_corpus),
     ItemRun(ASSISTANT_DEV, "16", ("16-assistant",), _assistant_past_boundary("dev")),
     ItemRun(ASSISTANT_TEST, "16", ("16-assistant",), _assistant_test),
-    ItemRun(ASSISTANT_TEST_PAST_BOUNDARY, "17", ("17-finale",), _assistant_past_boundary("test")),
-    ItemRun(MODEL_CITATIONS, "17", ("17-finale",), _model_citations),
-    ItemRun(FALLBACK_ANSWERS, "17", ("17-finale",), _fallback_answers),
+    ItemRun(ASSISTANT_TEST_PAST_BOUNDARY, "18", ("18-finale",), _assistant_past_boundary("test")),
+    ItemRun(MODEL_CITATIONS, "17", ("17-citations-and-fallback",), _model_citations),
+    ItemRun(FALLBACK_ANSWERS, "17", ("17-citations-and-fallback",), _fallback_answers),
 )}
 """Every saved item run, in the order `make results` produces them (the test run needs the dev run)."""
 

@@ -242,6 +242,8 @@ def test_answer_is_right_rules(index):
     assert answer_is_right(trace, "answerable", "two faculty members and one graduate student") is None
     no_answer = make_assistant(index, FakeLLM()).run(OUT_Q)
     assert answer_is_right(no_answer, "answerable", "four members") is None
+    assert answer_is_right("At least four members", "answerable", "four members") is True  # the answer's text alone
+    assert answer_is_right(None, "answerable", "four members") is None
 
 
 def test_decision_table_has_fixed_rows_and_columns(index):
