@@ -619,7 +619,7 @@ def _answer_precision(answer: Any) -> bool:
 @exercise("nb17-ex1", hint="A marker is valid when its number names a shown section and its quote is in that very "
           "section; a claim with no number has no marker at all.", expects="a whole number")
 def _valid_model_markers(answer: Any) -> bool:
-    return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 1
+    return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 2
 
 
 @exercise("nb17-ex2", hint="A citation must point to the section that holds its quote, not merely to a section "
@@ -628,10 +628,10 @@ def _quote_in_another_section(answer: Any) -> bool:
     return _normalized(answer) == "no"
 
 
-@exercise("nb17-ex3", hint="Look for a specific (a figure, a named office or form, a deadline) and then for general "
-          "framing or advice in the same sentence.", expects='"yes" or "no"')
-def _general_late_fee_flagged(answer: Any) -> bool:
-    return _normalized(answer) == "no"
+@exercise("nb17-ex3", hint="Go through the clauses in order: a specific without general framing or advice, an "
+          "obligation without a hedge, a permission granted as fact, an opening Yes or No.", expects='"yes" or "no"')
+def _free_parking_flagged(answer: Any) -> bool:
+    return _normalized(answer) == "yes"
 
 
 # --------------------------------------------------------------------------- notebook 18

@@ -67,7 +67,7 @@ RIGHT_ANSWERS = {
     "nb14-ex1": _clinc_handed_over_share, "nb14-ex2": _confident_group_share_of_second_step_errors,
     "nb15-ex1": 0.2, "nb15-ex2": 18, "nb15-ex3": 0.977,
     "nb16-ex1": "ask", "nb16-ex2": 0.778, "nb16-ex3": 0.75,
-    "nb17-ex1": 1, "nb17-ex2": "no", "nb17-ex3": "no",
+    "nb17-ex1": 2, "nb17-ex2": "no", "nb17-ex3": "yes",
     "nb18-ex1": 0.75, "nb18-ex2": 3.2, "nb18-ex3": "ask",
 }
 """A right answer per exercise whose answer numpy can hold (not nb04's lists of rule names, records and names)."""
