@@ -622,9 +622,9 @@ def _valid_model_markers(answer: Any) -> bool:
     return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 2
 
 
-@exercise("nb17-ex2", hint="A citation must point to the section that holds its quote, not merely to a section "
-          "that was shown.", expects='"yes" or "no"')
-def _quote_in_another_section(answer: Any) -> bool:
+@exercise("nb17-ex2", hint="Compare the quote with the section word by word: is every word of the quote in the "
+          "section, in that order?", expects='"yes" or "no"')
+def _quote_with_a_changed_word(answer: Any) -> bool:
     return _normalized(answer) == "no"
 
 

@@ -15,7 +15,11 @@ def test_ex1_valid_markers_are_counted_as_check_claims_counts_them():
     assert not is_correct("nb17-ex1", 3)[0] and not is_correct("nb17-ex1", True)[0]
 
 
-def test_ex2_a_quote_in_another_section_is_not_a_valid_citation():
+def test_ex2_a_quote_with_a_changed_word_is_not_valid():
+    shown = {"exam": "The exam must be passed by the end of the fourth semester."}
+    claim = ClaimedAnswer(claims=[Claim(sentence="The exam is due in the fourth semester.", source=1,
+                                        quote="at the end of the fourth semester")])
+    assert not check_claims(claim, shown)[0].valid
     assert is_correct("nb17-ex2", "no")[0] and is_correct("nb17-ex2", " No ")[0]
     assert not is_correct("nb17-ex2", "yes")[0]
 
