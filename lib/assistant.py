@@ -26,9 +26,8 @@ Every generated answer also carries its token confidence, printed in its trace
 (`Trace.answer_perplexity`: the perplexity of the tokens that wrote the answer field, from
 the completion the model returned, and `Trace.weakest_token_logprob`, the least certain of
 those tokens; notebook 06 measures that they separate right from wrong short answers). It is a
-signal only unless `perplexity_ceiling` is set (fitted on dev with
-`lib.assistant_fitting.fit_perplexity_ceiling`):
-then an answer that would be given but whose perplexity is above the ceiling -> ASK.
+signal only unless `perplexity_ceiling` is set (fitted on dev with `fit_perplexity_ceiling` of
+`lib.assistant_fitting`): then an answer that would be given but is above the ceiling -> ASK.
 
 So the decision rules are:
 
@@ -44,13 +43,12 @@ Every reply other than ACT starts with `lib.citations.FALLBACK_BANNER` and cites
 
 Every threshold is fitted on the dev questions, never on test, by `lib.assistant_fitting`:
 the two gates with `fit_gates` (the same fitting as notebook 02), the ask threshold with
-`fit_ask_gate`, the answerability threshold with `fit_answerability_gate` on dev traces, and
-the finale's `CostRule` (notebook 18: a calibrated P(right) routed to ACT, ASK or HAND_OVER by
-thresholds chosen from costs, in place of the retrieval gate and that threshold) with `fit_cost_rule`.
+`fit_ask_gate`, the answerability threshold with `fit_answerability_gate` on dev traces, and the
+finale's `CostRule` (notebook 18: a calibrated P(right) -> ACT, ASK or HAND_OVER by thresholds from
+costs, in place of the retrieval gate and that threshold) with `fit_cost_rule`.
 
 Each question produces a `Trace`: every step's verdict and numbers, the decision, and the reply
 the user would see; `Trace.render()` (also `str(trace)`) gives plain text, `_repr_html_` a table.
-
 Model calls happen only for questions that pass both gates (with a cost rule, the boundary): one
 grounded answer (two calls if its JSON must be retried) and, when its quotes are verified, one probe.
 """
@@ -392,8 +390,7 @@ class Trace:
     def answer_perplexity(self) -> float | None:
         """Perplexity of the answer field's tokens (1 = certain); None without an answer or without tokens.
 
-        Its inverse, the geometric mean of the token probabilities, is the token confidence
-        of notebook 06. The trace prints it on the grounded-answer step.
+        Its inverse, the geometric mean of the token probabilities, is notebook 06's token confidence.
         """
         return self.step("grounded answer").numbers.get("answer perplexity")
 
@@ -401,8 +398,7 @@ class Trace:
     def weakest_token_logprob(self) -> float | None:
         """The lowest log-probability among the answer field's tokens (0 = certain); None as for `answer_perplexity`.
 
-        Perplexity averages over the answer; one unsure token (a digit of a date, say) shows
-        here even when the tokens around it were certain.
+        Perplexity averages; one unsure token (a digit of a date) shows here among certain ones.
         """
         return self.step("grounded answer").numbers.get("weakest token logprob")
 
@@ -582,11 +578,11 @@ class Assistant:
         """
         v = trace.routing
         steps = [s for s in trace.steps if s.name != "answerability"]
+        if self.cost_rule is not None:
+            return self._decide_by_costs(trace, steps, self.cost_rule)
         threshold = self.answerability_threshold if self.support is None else self.support.threshold_
         probe = trace.answerability
         accepted = False
-        if self.cost_rule is not None:
-            return self._decide_by_costs(trace, steps, self.cost_rule)
         if probe is None:
             steps.append(Step("answerability", None, {}, "not asked: an earlier step decided"))
         elif self.support is None:
@@ -605,22 +601,17 @@ class Assistant:
             decision, reply, why = Action.OUT_OF_SCOPE, fallback_reply(OUT_OF_SCOPE_REPLY), "boundary failed"
         elif v.failed_gate is not None:
             if v.top_score >= self.ask_gate.threshold_:
-                headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
                 decision, why = Action.ASK, "retrieval unsure, but sections are close"
-                reply = fallback_reply(f"I'm not sure which part of the documents you mean. "
-                                       f"Is your question about: {headings}?")
+                reply = _ask_reply(trace, "I'm not sure which part of the documents you mean.")
             else:
                 decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "retrieval failed and nothing is close"
-        elif not quotes_verified(trace.grounding):
-            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "quotes missing or not verified"
-        elif not trace.citations.valid:
-            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "a citation does not hold"
+        elif (failed := _failed_check(trace)) is not None:
+            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), failed
         elif math.isnan(threshold):
             decision, reply, why = PENDING, "(pending: fit the answerability threshold)", "threshold not fitted"
         elif accepted and trace.answer_perplexity is not None and trace.answer_perplexity > self.perplexity_ceiling:
-            headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
             decision, why = Action.ASK, "answerable, but the answer's perplexity is above the ceiling"
-            reply = fallback_reply(f"I'm not sure I have this right. Is your question about: {headings}?")
+            reply = _ask_reply(trace, "I'm not sure I have this right.")
         elif accepted:
             decision, why = Action.ACT, "verified quotes and answerable"
             reply = trace.citations.render()
@@ -647,19 +638,28 @@ class Assistant:
                               "calibrated P(right), thresholds chosen from costs"))
         if v.failed_gate == "boundary":
             decision, reply, why = Action.OUT_OF_SCOPE, fallback_reply(OUT_OF_SCOPE_REPLY), "boundary failed"
-        elif not quotes_verified(trace.grounding):
-            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "quotes missing or not verified"
-        elif not trace.citations.valid:
-            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "a citation does not hold"
+        elif (failed := _failed_check(trace)) is not None:
+            decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), failed
         elif action == Action.ACT:
             decision, reply, why = Action.ACT, trace.citations.render(), "P(right) at or above the act threshold"
         elif action == Action.ASK:
-            headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
             decision, why = Action.ASK, "P(right) between the ask and act thresholds"
-            reply = fallback_reply(f"I'm not sure I have this right. Is your question about: {headings}?")
+            reply = _ask_reply(trace, "I'm not sure I have this right.")
         else:
             decision, reply, why = Action.HAND_OVER, fallback_reply(HAND_OVER_REPLY), "P(right) below the ask threshold"
         return replace(trace, decision=decision, reply=reply, steps=tuple(steps), why=why)
+
+
+def _failed_check(trace: Trace) -> str | None:
+    """Why code hands an answer over before any probability is read (a quote or a citation); None when both hold."""
+    return ("quotes missing or not verified" if not quotes_verified(trace.grounding) else
+            None if trace.citations.valid else "a citation does not hold")
+
+
+def _ask_reply(trace: Trace, opening: str) -> str:
+    """An ASK's reply behind the banner: `opening`, then the offered sections' headings as a question."""
+    headings = "; ".join(f"({i}) {heading}" for i, (_, heading) in enumerate(trace.offered, start=1))
+    return fallback_reply(f"{opening} Is your question about: {headings}?")
 
 
 # --------------------------------------------------------------------------- judging and tables
