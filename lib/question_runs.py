@@ -407,13 +407,20 @@ def _injection(task: str):
     return prepare
 
 
+def _unanswerable_questions() -> pd.DataFrame:
+    """Every unanswerable dev and test question (the corpus does not answer it), by id."""
+    from lib.datasets import load_questions
+
+    questions = pd.concat([load_questions("dev"), load_questions("test")])
+    return questions[questions["type"] == "unanswerable"].sort_values("id").reset_index(drop=True)
+
+
 def _silent_corpus(llm: Any, results_dir: Path):
-    from lib.datasets import load_corpus, load_questions
+    from lib.datasets import load_corpus
     from lib.grounding import DEFAULT_MAX_TOKENS, GROUNDING_SYSTEM_PROMPT, grounded_answer
     from lib.indexes import DenseIndex, chunk_by_heading
 
-    questions = pd.concat([load_questions("dev"), load_questions("test")])
-    questions = questions[questions["type"] == "unanswerable"].sort_values("id").reset_index(drop=True)
+    questions = _unanswerable_questions()
     index = DenseIndex(chunk_by_heading(load_corpus()), llm.embed)
     hits = [found[0] for found in index.search_many(questions["question"].tolist(), k=1)]
     items = [{"id": q.id, "split": q.split, "question": q.question, "section": hit.chunk.section_id,
@@ -525,13 +532,13 @@ def _model_citations(llm: Any, results_dir: Path):
                                      model_cited_answer)
 
     setup = build_assistant(llm)
-    a, test = setup.assistant, setup.test.sort_values("id").reset_index(drop=True)
+    a, test = setup.assistant, setup.test_past_boundary.sort_values("id")
     routes = R.route_many(test["question"], a.boundary_gate, a.retrieval_gate, a.scope,
                           n_sources=ASSISTANT_SETTINGS.n_sources)
     items = [{"id": q.id, "type": q.type, "question": q.question,
               "gold": q.answer if isinstance(q.answer, str) else None, "failed_gate": v.failed_gate,
               "sections": a.shown_sections(v)}
-             for q, v in zip(test.itertuples(), routes) if v.failed_gate != "boundary"]
+             for q, v in zip(test.itertuples(), routes)]
 
     def compute(i: int, item: dict[str, Any]) -> dict[str, Any]:
         result = model_cited_answer(llm, item["question"], item["sections"])
@@ -552,12 +559,9 @@ def _model_citations(llm: Any, results_dir: Path):
 
 def _fallback_answers(llm: Any, results_dir: Path):
     from lib.citations import GENERAL_ANSWER_BANNER
-    from lib.datasets import load_questions
     from lib.fallback_answers import FALLBACK_MAX_TOKENS, FALLBACK_SYSTEM_PROMPT, fallback_answer
 
-    questions = pd.concat([load_questions("dev"), load_questions("test")])
-    questions = questions[questions["type"] == "unanswerable"].sort_values("id").reset_index(drop=True)
-    items = [{"id": q.id, "split": q.split, "question": q.question} for q in questions.itertuples()]
+    items = [{"id": q.id, "split": q.split, "question": q.question} for q in _unanswerable_questions().itertuples()]
 
     def compute(i: int, item: dict[str, Any]) -> dict[str, Any]:
         answer = fallback_answer(llm, item["question"])

@@ -1,8 +1,10 @@
 """Shared fixtures: the embedded model (loaded once), a real llama-cpp-python server on 127.0.0.1,
-and `ScriptedLLM` (the `fake_llm` fixture), the one stand-in for a model in unit tests."""
+and `ScriptedLLM` (the `fake_llm` fixture), the one stand-in for a model in unit tests; and
+`hand_labels`, the reader of the corpus's hand-label files."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -60,6 +62,11 @@ class ScriptedLLM:
                             "score_tokens": tuple(score_tokens)})
         asked = {token: value for token, value in self.scores.items() if not score_tokens or token in score_tokens}
         return NextTokenLogprobs((), asked, self.seconds)
+
+
+def hand_labels(path: Path) -> list[dict]:
+    """The rows of a hand-label file (JSON Lines: id, label, reason), blank lines skipped."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def require_installed(module: str) -> Any:

@@ -1,7 +1,7 @@
 """The hand labels of the fallback run cover exactly its answers, one allowed label and a reason each."""
 from __future__ import annotations
 
-import json
+from conftest import hand_labels
 
 from lib.datasets import CORPUS_DIR
 from lib.fallback_answers import FALLBACK_LABELS, states_invented_policy
@@ -11,7 +11,7 @@ LABELS_PATH = CORPUS_DIR / "fallback_labels.jsonl"
 
 
 def _labels() -> list[dict]:
-    return [json.loads(line) for line in LABELS_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return hand_labels(LABELS_PATH)
 
 
 def test_labels_cover_exactly_the_runs_answers():

@@ -1,7 +1,7 @@
 """The hand labels of the silent-corpus run cover exactly its questions, one allowed label each."""
 from __future__ import annotations
 
-import json
+from conftest import hand_labels
 
 from lib.datasets import CORPUS_DIR, load_questions
 from lib.question_runs import SILENT_CORPUS, load_run
@@ -11,7 +11,7 @@ ALLOWED = {"declined", "invented", "other"}
 
 
 def _labels() -> list[dict]:
-    return [json.loads(line) for line in LABELS_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return hand_labels(LABELS_PATH)
 
 
 def test_labels_cover_exactly_the_runs_questions():
