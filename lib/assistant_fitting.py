@@ -278,20 +278,19 @@ class FinaleSettings:
 FINALE_SETTINGS = FinaleSettings()
 """The one set of settings notebook 18 and `fit_cost_rule` use."""
 
-SUPPORT_SIGNALS: dict[str, type] = {"P(yes)": CalibratedPYes, "P(yes), Platt": CalibratedPYes,
-                                    "P(yes), isotonic": CalibratedPYes, "support model": SupportModel}
-"""The candidate support signals, by name, and the class that computes each."""
+SUPPORT_SIGNALS: tuple[str, ...] = ("P(yes)", "P(yes), Platt", "P(yes), isotonic", "support model")
+"""The candidate support signals' names, in the order they are scored (`_new_signal` builds each)."""
 
 
 def _new_signal(name: str) -> SupportSignal:
     """An unfitted support signal of this name (see `SUPPORT_SIGNALS`)."""
     from lib.calibration import IsotonicCalibrator, PlattCalibrator
 
+    if name not in SUPPORT_SIGNALS:
+        raise ValueError(f"no support signal {name!r}; the signals are {list(SUPPORT_SIGNALS)}")
     if name == "support model":
         return SupportModel(threshold=0.5)  # its threshold is not used: the cost rule sets its own
     calibrators = {"P(yes)": None, "P(yes), Platt": PlattCalibrator(), "P(yes), isotonic": IsotonicCalibrator()}
-    if name not in calibrators:
-        raise ValueError(f"no support signal {name!r}; the signals are {list(SUPPORT_SIGNALS)}")
     return CalibratedPYes(calibrators[name])
 
 
