@@ -70,18 +70,22 @@ class GroundingResult(StructuredResult[GroundedAnswer]):
         return sum(verdict.ok for verdict in self.verdicts)
 
 
-def grounding_messages(question: str, sections: Mapping[str, str]) -> list[Message]:
+def grounding_messages(question: str, sections: Mapping[str, str], *, system: str = GROUNDING_SYSTEM_PROMPT,
+                       numbered: bool = False) -> list[Message]:
     """The chat messages for a grounded answer: the instructions, then the sections and the question.
 
-    Each section is shown as "[section id]" followed by its text, in the order given.
+    Each section is shown as "[section id]" followed by its text, in the order given; with
+    `numbered`, as "[n]", its position from 1, so that the model can cite it only by number
+    (`lib.model_citations`, with its own `system` instructions).
     """
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")
     if not isinstance(sections, Mapping) or not sections:
         raise ValueError("sections must be a non-empty mapping of section id to section text")
-    shown = "\n\n".join(f"[{section_id}]\n{text.strip()}" for section_id, text in sections.items())
+    shown = "\n\n".join(f"[{n if numbered else section_id}]\n{text.strip()}"
+                         for n, (section_id, text) in enumerate(sections.items(), start=1))
     user = f"Sections:\n\n{shown}\n\nQuestion: {question.strip()}"
-    return [{"role": "system", "content": GROUNDING_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def grounded_answer(

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from lib.citations import Citation, cite, number_sections, source_lines
+from lib.citations import Citation, cite, source_lines
+from lib.grounding import grounding_messages
 from lib.llm import LLM, Message
 from lib.quotes import GroundedAnswer, Quote, verify_answer
 from lib.structured import StructuredResult, ask_structured
@@ -147,18 +148,12 @@ class ModelCitedAnswer(StructuredResult[ClaimedAnswer]):
 def model_citation_messages(question: str, sections: Mapping[str, str]) -> list[Message]:
     """The chat messages: the instructions, then the sections as "[n]" and their text, then the question.
 
-    Sections are numbered by their order in `sections` (`number_sections`); their ids are not shown,
-    so a marker can only be a number. Content goes through the chat path, which keeps question and
-    section text from becoming control tokens (`lib.llm.neutralise_template_tokens`).
+    `lib.grounding.grounding_messages` with these instructions and the sections numbered by their
+    order (as `number_sections` numbers them); their ids are not shown, so a marker can only be a
+    number. Content goes through the chat path, which keeps question and section text from
+    becoming control tokens (`lib.llm.neutralise_template_tokens`).
     """
-    if not isinstance(question, str) or not question.strip():
-        raise ValueError("question must be a non-empty string")
-    if not isinstance(sections, Mapping) or not sections:
-        raise ValueError("sections must be a non-empty mapping of section id to section text")
-    numbers = number_sections(list(sections))
-    shown = "\n\n".join(f"[{numbers[section_id]}]\n{text.strip()}" for section_id, text in sections.items())
-    user = f"Sections:\n\n{shown}\n\nQuestion: {question.strip()}"
-    return [{"role": "system", "content": MODEL_CITATION_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    return grounding_messages(question, sections, system=MODEL_CITATION_SYSTEM_PROMPT, numbered=True)
 
 
 def check_claims(answer: ClaimedAnswer, sections: Mapping[str, str], *, max_gap: int = 400) -> tuple[ClaimVerdict, ...]:
