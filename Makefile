@@ -2,10 +2,13 @@
 PY := .venv/bin/python
 NB ?=
 
-.PHONY: setup run run-server load-test lint test test-slow test-all record update refresh results lab smoke bench bench-course drift clean
+.PHONY: setup model run run-server load-test lint test test-slow test-all record update refresh results lab smoke bench bench-course drift clean
 
 setup:
 	@bash setup/install.sh
+
+model: setup          ## install a second pinned model (opt-in): make model NAME=qwen2.5-coder-0.5b-instruct
+	$(PY) setup/get_model.py --name "$(NAME)"
 
 run: setup            ## execute every notebook live against the embedded model (copies in build/)
 	$(PY) setup/run_notebooks.py

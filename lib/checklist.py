@@ -36,14 +36,14 @@ def _llama_cpp() -> tuple[bool, str]:
 
 
 def _model_file() -> tuple[bool, str]:
-    from lib.model_file import MODEL_SIZE, ModelFileError, configured_model
+    from lib.model_file import ModelFileError, configured_model
     try:
         model = configured_model()
     except ModelFileError as error:
         return False, str(error)
     if model.sha256 is None:
         return True, f"{model.path.name} (WORKBOOK_MODEL_PATH, not checked against a known sha256)"
-    return True, f"{model.path.name}: {MODEL_SIZE / 1e9:.2f} GB, sha256 verified"
+    return True, f"{model.path.name}: {model.path.stat().st_size / 1e9:.2f} GB, sha256 verified"
 
 
 def _embeddings() -> tuple[bool, str]:

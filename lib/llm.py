@@ -37,10 +37,9 @@ import numpy as np
 from lib.checks import check_positive_int
 from lib.grammar import GrammarConstraint, check_grammar
 from lib.logprobs import log_softmax
-from lib.model_file import (MODEL_GGUF_NAME, MODEL_LICENSE, MODEL_NAME, MODEL_SHA256, ModelFile, ModelFileError,
-                            configured_model, sha256_of)
-from lib.settings import (DEFAULT_SERVER_TOP_LOGPROBS, backend_setting, context_tokens_setting, model_path_setting,
-                          server_settings, threads_setting)
+from lib.model_file import (PINNED_MODELS, ModelFile, ModelFileError, PinnedModel, configured_model, model_key,
+                            selected_model, sha256_of)
+from lib.settings import (DEFAULT_SERVER_TOP_LOGPROBS, backend_setting, context_tokens_setting, server_settings, threads_setting)
 
 __all__ = [
     "Message", "Candidate", "CapabilityError", "TokenLogprob", "Completion",
@@ -254,7 +253,7 @@ class EmbeddedLLM(LocalMethods):
         uniform distribution's log(vocabulary)), with distinct top-5 values; a damaged file
         often gives NaN or five equal log-probabilities. The pinned model (recognised by
         its metadata name, which a damaged copy keeps) must also answer the known token
-        with at least SANITY_PINNED_MIN_LOGPROB: a damaged copy can write fluent nonsense
+        with at least its SANITY_PINNED_MIN_LOGPROB: a damaged copy can write fluent nonsense
         with confident log-probabilities.
         """
         ids, shared = self.prompt_ids(validate_messages(SANITY_PROMPT))
@@ -272,14 +271,19 @@ class EmbeddedLLM(LocalMethods):
                 problem = f"its next-token distribution is nearly uniform (entropy {entropy:.2f} nats)"
             elif top[0][1] - top[-1][1] < 1e-6:
                 problem = f"its five most likely next tokens have equal log-probabilities ({top[0][1]:.4f})"
-            elif self._llama.metadata.get("general.name") == MODEL_GGUF_NAME and (
-                    top[0][0] != SANITY_PINNED_ANSWER or top[0][1] < SANITY_PINNED_MIN_LOGPROB):
-                problem = (f"it answers {top[0][0]!r} (log-probability {top[0][1]:.3f}) where {MODEL_NAME} answers "
-                           f"{SANITY_PINNED_ANSWER!r} with at least {SANITY_PINNED_MIN_LOGPROB}")
+            elif (pinned := self._pinned_by_metadata()) and (
+                    top[0][0] != SANITY_PINNED_ANSWER or top[0][1] < SANITY_PINNED_MIN_LOGPROB[pinned.name]):
+                problem = (f"it answers {top[0][0]!r} (log-probability {top[0][1]:.3f}) where {pinned.title} answers "
+                           f"{SANITY_PINNED_ANSWER!r} with at least {SANITY_PINNED_MIN_LOGPROB[pinned.name]}")
         if problem:
             raise ModelFileError(
                 f"{self.model_file.path} failed the load-time sanity check: {problem}. The file is damaged or not "
                 "a working chat model; delete it and run `make setup` (or point WORKBOOK_MODEL_PATH at a good GGUF)")
+
+    def _pinned_by_metadata(self) -> PinnedModel | None:
+        """The pinned model whose metadata name this file carries (a damaged copy keeps it), or None."""
+        name = self._llama.metadata.get("general.name")
+        return next((model for model in PINNED_MODELS.values() if model.gguf_name == name), None)
 
     # -- identity and description
 
@@ -291,14 +295,14 @@ class EmbeddedLLM(LocalMethods):
 
     def info(self) -> dict[str, Any]:
         name = self._llama.metadata.get("general.name", self.model_file.path.stem)
-        is_default = self.model_file.sha256 == MODEL_SHA256
+        pinned = next((model for model in PINNED_MODELS.values() if model.sha256 == self.model_file.sha256), None)
         return {
             "backend": self.backend_name,
-            "model": MODEL_NAME if is_default else name,
+            "model": pinned.title if pinned else name,
             "file": self.model_file.path.name,
             "file_bytes": self.model_file.path.stat().st_size,
             "sha256": self.identity.split(":", 1)[1],
-            "licence": MODEL_LICENSE if is_default else "see the model card",
+            "licence": pinned.licence if pinned else "see the model card",
             "parameters": self._llama._model.n_params(),
             "context_tokens": self.n_ctx,
             "threads": self.n_threads,
@@ -607,8 +611,9 @@ _GREEDY_SHORTLISTS = (1, 64, 4096)
 SANITY_PROMPT: list[Message] = [{"role": "user", "content": "What is the capital of France? Reply with one word."}]
 """The question of the load-time sanity probe every `EmbeddedLLM` answers before any other."""
 SANITY_PINNED_ANSWER = "Paris"
-SANITY_PINNED_MIN_LOGPROB = -0.1
-"""The pinned model answers "Paris" with log-probability -0.009; a damaged copy does not."""
+SANITY_PINNED_MIN_LOGPROB: dict[str, float] = {"qwen2.5-coder-1.5b-instruct": -0.1, "qwen2.5-coder-0.5b-instruct": -0.5}
+"""The least log-probability of "Paris" each pinned model (by name) must give: the 1.5B answers with
+-0.009, the 0.5B with -0.090; a damaged copy does not."""
 SANITY_MAX_ENTROPY_SHARE = 0.75
 """Refuse a next-token entropy above this share of log(vocabulary size) (a uniform distribution)."""
 
@@ -638,6 +643,15 @@ class BackendConfig:
         """The model identity recordings are keyed by, known without loading the model."""
         if self.backend == "openai":
             return f"openai:{self.model}"
-        if model_path_setting() is None:
-            return f"embedded:{MODEL_SHA256}"
+        pinned = selected_model()
+        if pinned is not None:
+            return f"embedded:{pinned.sha256}"
         return f"embedded:{sha256_of(configured_model().path)}"
+
+    def files_key(self) -> str | None:
+        """The folder this model's recordings and saved runs are filed under (`lib.model_file.model_key`):
+        None for the default model, whose files the notebooks read; known without loading the model."""
+        if self.backend == "openai":
+            return model_key(self.model)
+        pinned = selected_model()
+        return model_key(pinned.name if pinned is not None else configured_model().path.name)

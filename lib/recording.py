@@ -46,10 +46,11 @@ from lib.hashing import fingerprint
 from lib.llm import (BackendConfig, Completion, EmbeddedLLM, LocalMethods, Message, NextTokenLogprobs, TokenLogprob,
                      library_versions, validate_messages)
 from lib.openai_compatible import OpenAICompatibleLLM
+from lib.results_store import SECOND_MODELS
 from lib.settings import MODES, mode_setting, run_id_setting
 
 __all__ = [
-    "RECORDINGS_DIR", "WRITING_MODES", "PENDING_SUFFIX", "LOCK_SUFFIX",
+    "RECORDINGS_DIR", "recordings_dir_for", "WRITING_MODES", "PENDING_SUFFIX", "LOCK_SUFFIX",
     "RecordingMissingError", "RecordingBusyError", "request_key", "encode_answer",
     "decode_answer", "read_recording", "RecordingStore", "CombinedRecordings", "RecordedLLM", "pending_path",
     "pending_recordings", "finish_pending", "discard_pending", "discard_abandoned", "recording_lock",
@@ -57,6 +58,13 @@ __all__ = [
 ]
 
 RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "data" / "recordings"
+
+
+def recordings_dir_for(model_key: str | None) -> Path:
+    """Where a model's recordings live: `RECORDINGS_DIR` for the default model (`model_key` None, see
+    `lib.model_file.model_key`), `RECORDINGS_DIR/models/<key>` for any other, as saved runs are filed
+    (`lib.results_store.results_dir_for`)."""
+    return RECORDINGS_DIR if model_key is None else RECORDINGS_DIR / SECOND_MODELS / model_key
 WRITING_MODES = ("record", "update")
 PENDING_SUFFIX = ".new"
 """A recording being written is `<name>.jsonl.<run id>.new` until `finish_recording()` replaces `<name>.jsonl`."""
@@ -307,7 +315,8 @@ class RecordedLLM(LocalMethods):
         self.config = config
         self.identity = config.identity()
         self._backend_factory = backend_factory
-        self._store = RecordingStore(recording) if isinstance(recording, str) else recording
+        self._store = (RecordingStore(recording, recordings_dir_for(config.files_key())) if isinstance(recording, str)
+                       else recording)
 
     @property
     def backend_name(self) -> str:

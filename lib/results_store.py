@@ -26,11 +26,31 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "RESULTS_DIR", "HEADER", "SavedLines", "ResultsStore",
+    "RESULTS_DIR", "SECOND_MODELS", "HEADER", "results_dir_for", "remake_command", "SavedLines", "ResultsStore",
 ]
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
 """Where the saved runs live: data/results/."""
+
+SECOND_MODELS = "models"
+"""The folder under `RESULTS_DIR` (and under data/recordings) that holds one folder per model other than the default."""
+
+
+def results_dir_for(model_key: str | None) -> Path:
+    """Where a model's saved runs live: `RESULTS_DIR` for the default model (`model_key` None, see
+    `lib.model_file.model_key`), where the notebooks read them; `RESULTS_DIR/models/<key>` for any
+    other, so a second model's runs sit beside the default's and never replace them."""
+    return RESULTS_DIR if model_key is None else RESULTS_DIR / SECOND_MODELS / model_key
+
+
+def remake_command(command: str, results_dir: Path) -> str:
+    """`command` as it must be typed to remake a run filed in `results_dir`: in a second model's
+    folder (`results_dir_for`) it is prefixed with `WORKBOOK_MODEL=<key>`, which chose that model."""
+    results_dir = Path(results_dir)
+    if results_dir.parent.name == SECOND_MODELS:
+        return f"WORKBOOK_MODEL={results_dir.name} {command}"
+    return command
+
 
 HEADER = "header"
 """The `kind` of a file's first line."""

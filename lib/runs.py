@@ -40,7 +40,7 @@ from lib.decisions import (Debias, Decider, IntentDecision, FullListDecider, Log
 from lib.hashing import fingerprint
 from lib.indexes import IntentRetriever
 from lib.llm import library_versions
-from lib.results_store import RESULTS_DIR, ResultsStore
+from lib.results_store import RESULTS_DIR, ResultsStore, remake_command
 
 __all__ = [
     "TASKS", "SPLITS", "LLM_METHODS", "BASELINE_METHODS", "METHODS", "CONFIDENCE_KINDS", "ORDER_SEED", "BATCH",
@@ -142,12 +142,12 @@ _FAILURE_FIELDS = ("i", "text", "label", "error")
 
 def _store(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> ResultsStore:
     """The store of a split run's file: rows and failures by message index `i`."""
-    return ResultsStore(results_path(task, split, method, results_dir), _command(task, split, method),
+    return ResultsStore(results_path(task, split, method, results_dir), _command(task, split, method, results_dir),
                         {"row": _ROW_FIELDS, "failure": _FAILURE_FIELDS})
 
 
-def _command(task: str, split: str, method: str) -> str:
-    return f"python setup/run_results.py --task {task} --method {method} --split {split}"
+def _command(task: str, split: str, method: str, results_dir: Path) -> str:
+    return remake_command(f"python setup/run_results.py --task {task} --method {method} --split {split}", results_dir)
 
 
 def decision_row(index: int, text: str, label: str, decision: IntentDecision) -> dict[str, Any]:
@@ -334,7 +334,7 @@ def _missing(task: str, split: str, method: str, results_dir: Path) -> str:
         what = "is empty (not even a header line)"
     else:
         what = "holds no decided rows yet"
-    return f"{path} {what}; produce it with `{_command(task, split, method)}`"
+    return f"{path} {what}; produce it with `{_command(task, split, method, results_dir)}`"
 
 
 def load_results(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> pd.DataFrame:
@@ -603,7 +603,7 @@ def item_run_path(name: str, results_dir: Path = RESULTS_DIR) -> Path:
 
 def _item_store(name: str, results_dir: Path, command: str | None = None) -> ResultsStore:
     """The store of the item run `name`: rows by item position `i`, remade by `command`."""
-    return ResultsStore(item_run_path(name, results_dir), command or f"python setup/run_question_runs.py --run {name}",
+    return ResultsStore(item_run_path(name, results_dir), command or remake_command(f"python setup/run_question_runs.py --run {name}", results_dir),
                         {"row": ("i",)})
 
 

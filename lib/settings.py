@@ -10,11 +10,12 @@ child processes they start (notebook kernels, servers).
 | WORKBOOK_MODE | `mode_setting` | one of `MODES` ("live") |
 | WORKBOOK_RUN_ID | `run_id_setting` | a process id (this process's own) |
 | WORKBOOK_BACKEND | `backend_setting` | "embedded" or "openai" ("embedded") |
-| WORKBOOK_BASE_URL, WORKBOOK_MODEL, WORKBOOK_API_KEY, WORKBOOK_MAX_TOP_LOGPROBS | `server_settings` | a server URL, its model id, a key (none), 1 to 1000 (`DEFAULT_SERVER_TOP_LOGPROBS`) |
+| WORKBOOK_MODEL | `model_name_setting` | embedded: a pinned model's name (`lib.model_file.PINNED_MODELS`; the default model); server: the model id it lists |
+| WORKBOOK_BASE_URL, WORKBOOK_API_KEY, WORKBOOK_MAX_TOP_LOGPROBS | `server_settings` | a server URL, a key (none), 1 to 1000 (`DEFAULT_SERVER_TOP_LOGPROBS`) |
 | WORKBOOK_TIMEOUT | `timeout_setting` | seconds, 0.1 to 86400 (a deadline sized to each request) |
 | WORKBOOK_N_CTX | `context_tokens_setting` | tokens, 256 to 131072 (4096) |
 | WORKBOOK_THREADS | `threads_setting` | threads, 1 to 1024 (every core) |
-| WORKBOOK_MODEL_PATH | `model_path_setting` | a GGUF file (the verified default model) |
+| WORKBOOK_MODEL_PATH | `model_path_setting` | a GGUF file, embedded only and instead of WORKBOOK_MODEL (the pinned model) |
 | WORKBOOK_CACHE_DIR | `cache_dir_setting` | a folder (`.cache/models` in the repo) |
 
 A bad value is refused before anything loads or connects, with a message that names the
@@ -33,7 +34,7 @@ from urllib.parse import urlparse
 __all__ = [
     "MODES", "RUN_ID_VARIABLE", "DEFAULT_SERVER_TOP_LOGPROBS", "numeric_setting", "check_base_url", "mode_setting",
     "run_id_setting", "backend_setting", "ServerSettings", "server_settings", "timeout_setting",
-    "context_tokens_setting", "threads_setting", "model_path_setting", "cache_dir_setting",
+    "context_tokens_setting", "threads_setting", "model_name_setting", "model_path_setting", "cache_dir_setting",
 ]
 
 _Number = TypeVar("_Number", int, float)
@@ -145,7 +146,7 @@ def server_settings() -> ServerSettings:
     Raises ValueError when the URL or the model id is missing, the URL is not a server URL, or
     the candidate count is not a whole number from 1 to 1000.
     """
-    base_url, model = _raw("WORKBOOK_BASE_URL"), _raw("WORKBOOK_MODEL")
+    base_url, model = _raw("WORKBOOK_BASE_URL"), model_name_setting()
     if not base_url or not model:
         raise ValueError("WORKBOOK_BACKEND=openai needs WORKBOOK_BASE_URL (e.g. http://127.0.0.1:8080/v1) "
                          "and WORKBOOK_MODEL (the server's model id)")
@@ -179,6 +180,14 @@ def threads_setting() -> int:
     with other runs)."""
     return numeric_setting("WORKBOOK_THREADS", int, os.cpu_count() or 1, minimum=1, maximum=1024,
                            meaning="the model's CPU threads")
+
+
+def model_name_setting() -> str | None:
+    """$WORKBOOK_MODEL, or None when it is unset: which model answers. For the embedded backend
+    the name of a pinned model (`lib.model_file.selected_model` checks it; unset: the default
+    model), for a server the model id it lists at /v1/models (required there). One name for
+    both, so `make run-server` serves a pinned model under the name that chose it."""
+    return _raw("WORKBOOK_MODEL") or None
 
 
 def model_path_setting() -> Path | None:

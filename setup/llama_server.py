@@ -24,9 +24,6 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 from lib.settings import context_tokens_setting, threads_setting  # noqa: E402
 
-MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"
-"""The model id the server reports (--model_alias), the README's WORKBOOK_MODEL; without it the id
-would be the model file's path."""
 START_SECONDS = 180
 """How long the server may take to load the model and answer its first request."""
 
@@ -48,19 +45,29 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def server_command(model_path: Path, port: int, n_ctx: int, threads: int) -> list[str]:
+def served_model_id() -> str:
+    """The model id the server reports (--model_alias), the README's WORKBOOK_MODEL: the pinned
+    model's name (what chose it), or the file's name without `.gguf` for WORKBOOK_MODEL_PATH;
+    without an alias the id would be the model file's path."""
+    from lib.model_file import configured_model, selected_model
+
+    pinned = selected_model()
+    return pinned.name if pinned is not None else configured_model().path.stem
+
+
+def server_command(model_path: Path, port: int, n_ctx: int, threads: int, model_id: str) -> list[str]:
     """The README's server command for `model_path` on 127.0.0.1:`port`: logprobs for every token
-    (--logits_all true) and the model id MODEL_ALIAS."""
+    (--logits_all true) and the model id `model_id`."""
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
-            "--port", str(port), "--model_alias", MODEL_ALIAS, "--n_ctx", str(n_ctx), "--logits_all", "true",
+            "--port", str(port), "--model_alias", model_id, "--n_ctx", str(n_ctx), "--logits_all", "true",
             "--n_threads", str(threads), "--n_threads_batch", str(threads), "--verbose", "false"]
 
 
 @contextlib.contextmanager
 def running_server(model_path: Path | None = None, *, port: int | None = None, n_ctx: int | None = None,
-                   threads: int | None = None, log: Path | None = None) -> Iterator[Server]:
-    """Start llama_cpp.server with `model_path` (the configured model by default), yield it once it
-    answers, and stop it when the block ends.
+                   threads: int | None = None, log: Path | None = None, model_id: str | None = None) -> Iterator[Server]:
+    """Start llama_cpp.server with `model_path` (the configured model by default) under `model_id`
+    (`served_model_id()` by default), yield it once it answers, and stop it when the block ends.
 
     `n_ctx` and `threads` default to the settings the embedded model reads, `port` to a free
     one. SIGTERM inside the block is turned into KeyboardInterrupt so the server is stopped
@@ -70,13 +77,14 @@ def running_server(model_path: Path | None = None, *, port: int | None = None, n
     from lib.model_file import configured_model
 
     model_path = configured_model().path if model_path is None else model_path
+    model_id = served_model_id() if model_id is None else model_id
     port = free_port() if port is None else port
     n_ctx = context_tokens_setting() if n_ctx is None else n_ctx
     threads = threads_setting() if threads is None else threads
     base_url = f"http://127.0.0.1:{port}/v1"
     with contextlib.ExitStack() as stack:
         output = stack.enter_context(open(log, "w", encoding="utf-8")) if log else subprocess.DEVNULL
-        process = subprocess.Popen(server_command(model_path, port, n_ctx, threads), stdout=output,
+        process = subprocess.Popen(server_command(model_path, port, n_ctx, threads, model_id), stdout=output,
                                    stderr=subprocess.STDOUT if log else subprocess.PIPE, text=True)
         stack.callback(_stop, process)
         previous = signal.signal(signal.SIGTERM, _interrupt) if _in_main_thread() else None

@@ -5,7 +5,8 @@
     python setup/run_results.py --method knn --limit 50
 
 Each (task, method, split) appends to data/results/{task}-{method}-{split}.jsonl and skips
-the messages already there, so an interrupted run resumes where it stopped. LLM methods use
+the messages already there, so an interrupted run resumes where it stopped. With WORKBOOK_MODEL
+naming a second pinned model, the files go to data/results/models/<name>/ instead. LLM methods use
 the live model whatever WORKBOOK_MODE says (results files are their own record). With a
 server backend (WORKBOOK_BACKEND=openai), --workers N sends N requests at once.
 """
@@ -53,10 +54,13 @@ def main() -> None:
 
     from lib import get_llm
     from lib.llm import BackendConfig, EmbeddedLLM
+    from lib.results_store import results_dir_for
     from lib.runs import load_results, run_split
 
-    if args.threads is not None and BackendConfig.from_environment().backend != "embedded":
+    config = BackendConfig.from_environment()
+    if args.threads is not None and config.backend != "embedded":
         parser.error("--threads applies to the embedded model only")
+    results_dir = results_dir_for(config.files_key())  # a second model's runs sit beside the default's
     llm = None
     selected = [run for run in RUNS if (args.task in (None, run[0]) and args.method in (None, run[1])
                                         and args.split in (None, run[2]))]
@@ -66,8 +70,8 @@ def main() -> None:
         if llm is None and method in LLM_METHODS:  # the live model; with --threads, the thread count chosen
             llm = get_llm(mode="live") if args.threads is None else EmbeddedLLM(n_threads=args.threads)
         path = run_split(task, split, method, llm=llm, limit=args.limit, workers=args.workers,
-                         retry_failures=args.retry_failures)
-        frame = load_results(task, split, method)
+                         retry_failures=args.retry_failures, results_dir=results_dir)
+        frame = load_results(task, split, method, results_dir)
         failed = len(frame.attrs["failures"])
         print(f"{path.name}: {len(frame)} rows, accuracy {frame['correct'].sum() / (len(frame) + failed):.3f} "
               f"(failures count as wrong: {failed}), median {frame['seconds'].median():.2f} s/message", flush=True)

@@ -174,6 +174,6 @@ def served(server_url):
     """The workbook's client for that server, with the README's model id and a generous deadline:
     the test server shares two cores with the rest of the suite."""
     from lib.openai_compatible import OpenAICompatibleLLM
-    from setup.llama_server import MODEL_ALIAS
+    from lib.model_file import DEFAULT_MODEL
 
-    return OpenAICompatibleLLM(server_url, MODEL_ALIAS, timeout=300)
+    return OpenAICompatibleLLM(server_url, DEFAULT_MODEL.name, timeout=300)

@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from setup.llama_server import MODEL_ALIAS, free_port, running_server
+from lib.model_file import DEFAULT_MODEL
+from setup.llama_server import free_port, running_server
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,7 +29,7 @@ def test_the_server_reports_the_readme_model_id_and_is_stopped_when_the_block_fa
     port = free_port()
     with pytest.raises(RuntimeError, match="a notebook failed"):
         with running_server(port=port, n_ctx=512, threads=1) as server:
-            assert server.model == MODEL_ALIAS and server.base_url == f"http://127.0.0.1:{port}/v1"
+            assert server.model == DEFAULT_MODEL.name and server.base_url == f"http://127.0.0.1:{port}/v1"
             assert _answers(port)
             raise RuntimeError("a notebook failed")
     assert not _answers(port)

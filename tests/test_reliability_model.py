@@ -6,8 +6,9 @@ import shutil
 import numpy as np
 import pytest
 
-from lib.model_file import (MODEL_FILENAME, MODEL_SHA256, MODEL_SIZE, ModelFile, ModelFileError, configured_model,
-                            default_model_path, ensure_model)
+from lib.model_file import DEFAULT_MODEL, ModelFile, ModelFileError, configured_model, default_model_path, ensure_model
+
+MODEL_FILENAME, MODEL_SHA256, MODEL_SIZE = DEFAULT_MODEL.filename, DEFAULT_MODEL.sha256, DEFAULT_MODEL.size
 
 
 def _stamped_file_of_the_right_size(folder):
@@ -61,7 +62,7 @@ def test_a_damaged_gguf_fails_the_load_time_sanity_probe(damaged_copy, monkeypat
 
 
 def test_the_genuine_model_passes_the_probe_with_the_known_answer(embedded):
-    from lib.llm import SANITY_PINNED_ANSWER, SANITY_PROMPT
+    from lib.llm import SANITY_PINNED_ANSWER, SANITY_PINNED_MIN_LOGPROB, SANITY_PROMPT
 
     top = embedded.next_token_logprobs(SANITY_PROMPT, top_k=1).top[0]
-    assert top[0] == SANITY_PINNED_ANSWER and top[1] > -0.1
+    assert top[0] == SANITY_PINNED_ANSWER and top[1] > SANITY_PINNED_MIN_LOGPROB[DEFAULT_MODEL.name]
