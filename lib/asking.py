@@ -36,7 +36,7 @@ from lib.grammar import gbnf_for_options
 from lib.hashing import fingerprint
 from lib.llm import DEFAULT_SERVER_TOP_LOGPROBS, Message, validate_messages
 from lib.logprobs import renormalize
-from lib.results_store import RESULTS_DIR
+from lib.results_store import RESULTS_DIR, remake_command
 
 __all__ = [
     "NUMBER_QUESTION",
@@ -373,14 +373,14 @@ def _in_seeded_order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [items[i] for i in order]
 
 
-def _banking(split: str) -> Callable[[Any], tuple[list[dict[str, Any]], Callable, dict[str, Any]]]:
-    def prepare(llm: Any) -> tuple[list[dict[str, Any]], Callable, dict[str, Any]]:
+def _banking(split: str) -> Callable[[Any, Path], tuple[list[dict[str, Any]], Callable, dict[str, Any]]]:
+    def prepare(llm: Any, results_dir: Path) -> tuple[list[dict[str, Any]], Callable, dict[str, Any]]:
         from lib.datasets import load_label_groups
         from lib.decisions import FullListDecider
         from lib.runs import load_results, results_header
 
         decider = FullListDecider(llm, load_label_groups("banking77"), exact=False)  # for its prompt only
-        saved = load_results("banking77", split, "full")
+        saved = load_results("banking77", split, "full", results_dir)
         positions = (stratified_sample(saved["label"].tolist(), TEST_SAMPLE, TEST_SAMPLE_SEED) if split == "test"
                      else list(range(len(saved))))
         items = _in_seeded_order([{"message": int(saved["i"].iloc[p]), "text": saved["text"].iloc[p],
@@ -393,29 +393,29 @@ def _banking(split: str) -> Callable[[Any], tuple[list[dict[str, Any]], Callable
             asked = ask_all(llm, decider.messages(item["text"]), item["code"], shown_as="Customer message")
             return {**item, **asked.as_row()}
 
-        settings = {**ASKING_SETTINGS, "answers": results_header("banking77", split, "full")["fingerprint"],
+        settings = {**ASKING_SETTINGS, "answers": results_header("banking77", split, "full", results_dir)["fingerprint"],
                     "system": fingerprint(decider.system_prompt),
                     "messages": fingerprint([item["message"] for item in items])}
         return items, compute, settings
     return prepare
 
 
-def _handbook(llm: Any) -> tuple[list[dict[str, Any]], Callable, dict[str, Any]]:
+def _handbook(llm: Any, results_dir: Path) -> tuple[list[dict[str, Any]], Callable, dict[str, Any]]:
     from lib.datasets import load_corpus
     from lib.indexes import DenseIndex, chunk_by_heading
     from lib.question_runs import HANDBOOK, decode_tokens, load_run, short_answer_questions
     from lib.semantic_entropy import short_answer_messages
     from lib.text import matches_gold
 
-    header, saved = load_run(HANDBOOK)
+    header, saved = load_run(HANDBOOK, results_dir)
     questions = short_answer_questions()
     if saved["id"].tolist() != questions["id"].tolist():
-        raise ValueError(f"data/results/{HANDBOOK}.jsonl holds other questions than short_answer_questions(); "
+        raise ValueError(f"{results_dir / HANDBOOK}.jsonl holds other questions than short_answer_questions(); "
                          f"remake it with `{header['command']}`")
     index = DenseIndex(chunk_by_heading(load_corpus()), llm.embed)
     hits = [found[0] for found in index.search_many(questions["question"].tolist(), k=1)]
     if [hit.chunk.section_id for hit in hits] != saved["section"].tolist():
-        raise ValueError(f"retrieval now finds other sections than data/results/{HANDBOOK}.jsonl saved; remake it "
+        raise ValueError(f"retrieval now finds other sections than {results_dir / HANDBOOK}.jsonl saved; remake it "
                          f"with `{header['command']}`")
     items = []
     for row, hit in zip(saved.itertuples(), hits):
@@ -435,9 +435,10 @@ def _handbook(llm: Any) -> tuple[list[dict[str, Any]], Callable, dict[str, Any]]
     return items, compute, settings
 
 
-ASKING_RUNS: dict[str, Callable[[Any], tuple[list[dict[str, Any]], Callable, dict[str, Any]]]] = {
+ASKING_RUNS: dict[str, Callable[[Any, Path], tuple[list[dict[str, Any]], Callable, dict[str, Any]]]] = {
     HANDBOOK_RUN: _handbook, CALIBRATION_RUN: _banking("calibration"), TEST_RUN: _banking("test")}
-"""The saved runs, in the order `python setup/run_asking.py` produces them. Each row: the saved answer,
+"""The saved runs, in the order `python setup/run_asking.py` produces them, each prepared by `(llm, results_dir)`
+from the answers saved in `results_dir`. Each row: the saved answer,
 whether it was right, its token confidence (`confidence`) and seconds, then `AskedConfidence.as_row`."""
 
 
@@ -449,7 +450,8 @@ def produce_asking_run(name: str, *, llm: Any = None, results_dir: Path = RESULT
     if name not in ASKING_RUNS:
         raise ValueError(f"no saved run {name!r}; the runs are {list(ASKING_RUNS)}")
     llm = llm if llm is not None else get_llm(mode="live")  # the run's rows are their own record
-    items, compute, settings = ASKING_RUNS[name](llm)
+    items, compute, settings = ASKING_RUNS[name](llm, Path(results_dir))
     return run_items(name, items, compute, model=llm.identity, backend=llm.backend_name, settings=settings,
-                     mode="live", command=f"python setup/run_asking.py --run {name}", results_dir=results_dir,
+                     mode="live", command=remake_command(f"python setup/run_asking.py --run {name}", Path(results_dir)),
+                     results_dir=results_dir,
                      progress=progress)

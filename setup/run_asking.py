@@ -20,14 +20,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def main() -> None:
     from lib.asking import ASKING_RUNS, produce_asking_run
+    from lib.llm import BackendConfig
     from lib.question_runs import load_run
+    from lib.results_store import results_dir_for
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", choices=list(ASKING_RUNS), action="append", help="only this run (repeatable)")
     args = parser.parse_args()
+    results_dir = results_dir_for(BackendConfig.from_environment().files_key())  # a second model's beside the default's
     for name in args.run or list(ASKING_RUNS):
-        path = produce_asking_run(name)
-        header, rows = load_run(name)
+        path = produce_asking_run(name, results_dir=results_dir)
+        header, rows = load_run(name, results_dir)
         seconds = {way: rows[f"{way}_seconds"].sum() / len(rows) for way in ("number", "category", "p_true")}
         print(f"{path.name}: {len(rows)} of {header['items']} rows; model seconds per answer: "
               + ", ".join(f"{way} {value:.2f}" for way, value in seconds.items()), flush=True)
