@@ -90,3 +90,4 @@ def test_a_second_models_files_sit_beside_the_defaults_and_say_how_to_remake_the
     folder = tmp_path / "models" / SECOND
     with pytest.raises(FileNotFoundError, match=rf"produce it with `WORKBOOK_MODEL={SECOND} python setup/run_results"):
         load_results("banking77", "test", "full", folder)
+
