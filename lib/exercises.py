@@ -678,3 +678,23 @@ def _isotonic_ties_a_right_pair(answer: Any) -> bool:
 def _bounded_p_true(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, math.exp(-0.1) / (math.exp(-0.1) + math.exp(-5.0)),
                                                    tolerance=0.0005)
+
+
+# --------------------------------------------------------------------------- notebook 19
+
+
+@exercise("nb19-ex1", hint="Right for both counts in both totals; subtract it from the smaller model's.", expects="a count")
+def _only_the_smaller_model_right(answer: Any) -> bool:
+    return not isinstance(answer, bool) and answer == 820 - 790
+
+
+@exercise("nb19-ex2", hint="ECE compares each bin's confidence with its accuracy, and here there is one bin; AUROC "
+          "needs a right answer ranked above a wrong one, and every answer has the same score.",
+          expects="a pair of numbers: (ECE, AUROC)")
+def _calibrated_but_blind(answer: Any) -> bool:
+    return _close_all(answer, (0.0, 0.5), tolerance=0.001)
+
+
+@exercise("nb19-ex3", hint="Count the messages each model hands over: each costs 4 minutes.", expects='"small" or "large"')
+def _more_acted_saves_more(answer: Any) -> bool:
+    return _normalized(answer) == "large"
