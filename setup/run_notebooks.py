@@ -39,6 +39,7 @@ from nbclient.exceptions import CellExecutionError
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from lib.llm import BackendConfig  # noqa: E402
 from lib.recording import (PENDING_SUFFIX, RECORDINGS_DIR, RecordingBusyError, discard_abandoned,  # noqa: E402
                            discard_pending, finish_pending, recording_lock)
 from lib.settings import RUN_ID_VARIABLE, backend_setting, run_id_setting  # noqa: E402
@@ -169,6 +170,12 @@ def main(argv: list[str] | None = None, notebooks: Path = NOTEBOOKS, recordings:
     parser.add_argument("--timeout", type=int, default=3600, help="seconds allowed per cell")
     args = parser.parse_args(argv)
     mode = "record" if args.record else "update" if args.update else "replay" if args.refresh else "live"
+    model_folder = BackendConfig.from_environment().files_key()
+    if mode != "live" and model_folder is not None:  # before anything is set or written
+        print(f"refused: the committed notebooks hold the default model's outputs, and WORKBOOK_MODEL chooses "
+              f"{model_folder}; run the notebooks with it without --record, --update or --refresh (executed copies "
+              "in build/), or unset WORKBOOK_MODEL", file=sys.stderr)
+        return 2
     # The environment is how the mode and the run id reach the notebook kernels this run starts.
     os.environ["WORKBOOK_MODE"] = mode
     os.environ[RUN_ID_VARIABLE] = str(os.getpid())  # the kernels' new recordings belong to this run

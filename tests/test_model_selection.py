@@ -2,6 +2,8 @@
 GGUF; a second model's recordings and saved runs are filed beside the default's, never over them."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from lib.llm import BackendConfig
@@ -91,3 +93,15 @@ def test_a_second_models_files_sit_beside_the_defaults_and_say_how_to_remake_the
     with pytest.raises(FileNotFoundError, match=rf"produce it with `WORKBOOK_MODEL={SECOND} python setup/run_results"):
         load_results("banking77", "test", "full", folder)
 
+
+
+def test_notebooks_are_never_rewritten_with_a_second_models_outputs(embedded, capsys) -> None:
+    from setup.run_notebooks import main
+
+    embedded.setenv("WORKBOOK_MODEL", SECOND)
+    embedded.setenv("WORKBOOK_MODE", "replay")
+    for mode in ("--record", "--update", "--refresh"):
+        assert main([mode, "--only", "00"]) == 2
+        assert f"refused: the committed notebooks hold the default model's outputs, and WORKBOOK_MODEL chooses {SECOND}" \
+            in capsys.readouterr().err
+    assert os.environ["WORKBOOK_MODE"] == "replay"  # refused before the kernels' mode was set
