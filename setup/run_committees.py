@@ -35,14 +35,18 @@ def main() -> None:
     from lib.rules import check_committee
 
     cases = [json.loads(line) for line in (CORPUS_DIR / "committee_cases.jsonl").read_text(encoding="utf-8").splitlines()]
+    from lib.extraction import committee_run_path
+    from lib.results_store import remake_command, results_dir_for
+
     llm = get_llm(recording=args.replay, mode="replay" if args.replay else "live")  # whatever WORKBOOK_MODE says
-    command = " ".join(["python setup/run_committees.py", *sys.argv[1:]])
+    results_dir = results_dir_for(llm.config.files_key())  # a second model's runs beside the default's
+    command = remake_command(" ".join(["python setup/run_committees.py", *sys.argv[1:]]), results_dir)
     for method in [args.method] if args.method else COMMITTEE_METHODS:
         header = {"model": llm.identity, "backend": llm.backend_name, "fingerprint": committee_prompt_fingerprint(method),
                   "command": command, "method": method, "versions": library_versions(),
                   "date": datetime.date.today().isoformat()}
-        path = run_committee_cases(llm, method, cases, header=header)
-        run = load_committee_run(method)
+        path = run_committee_cases(llm, method, cases, header=header, path=committee_run_path(method, results_dir))
+        run = load_committee_run(method, results_dir)
         right = sum(run.members[c["id"]] is not None and
                     check_committee(run.members[c["id"]], c["home_department"]).violated_rules == c["expected_violations"]
                     for c in cases if c["id"] in run.members)
