@@ -556,24 +556,30 @@ class ShortlistDecider:
 
     # -- scoring
 
-    def _option_probs(self, shown: Sequence[str], texts: Sequence[str]) -> list[tuple[np.ndarray, float]]:
-        """For each message in `texts`, asked with the same `shown` options: the renormalised
-        probabilities of the options (in shown order) and the off-label mass."""
-        requests = [self.messages(shown, text) for text in texts]
+    def _option_probs(self, asked: Sequence[tuple[Sequence[str], str]]) -> list[tuple[np.ndarray, float]]:
+        """For each (shown options, message) in `asked`: the renormalised probabilities of the
+        options (in shown order) and the off-label mass.
+
+        On the embedded model the requests go in one `next_token_distributions` call, so tokens
+        they share after the cached prefix are evaluated once: each ordering's options for the
+        message and the content-free message, and the orderings' first tokens.
+        """
+        requests = [self.messages(shown, text) for shown, text in asked]
         if self.answer == "names":
             if self._backend is None:  # the prompt (`messages`) works anywhere; scoring names does not
                 raise CapabilityError("answers as intent names are scored as sequences, which needs the embedded "
                                       "backend in live mode; use answer='letters'")
-            return [self._name_probs(shown, messages) for messages in requests]
-        allowed = letters(len(shown))
-        if self._backend is not None:  # the options are evaluated once for all the messages
-            candidate_lists = [_letter_candidates(self._backend, logprobs, allowed)
-                               for logprobs in self._backend.next_token_distributions(requests, reserve=32)]
+            return [self._name_probs(shown, messages) for (shown, _), messages in zip(asked, requests)]
+        if self._backend is not None:
+            distributions = self._backend.next_token_distributions(requests, reserve=32)
+            candidate_lists = [_letter_candidates(self._backend, logprobs, letters(len(shown)))
+                               for logprobs, (shown, _) in zip(distributions, asked)]
         else:
             candidate_lists = [list(self.llm.next_token_logprobs(messages, top_k=self.top_logprobs).top)
                                for messages in requests]
         results = []
-        for candidates in candidate_lists:
+        for candidates, (shown, _) in zip(candidate_lists, asked):
+            allowed = letters(len(shown))
             probs, off = renormalize(candidates, allowed)
             if not probs:  # no letter to renormalise over: any probabilities would be made up
                 seen = ", ".join(repr(token) for token, _ in candidates[:5])
@@ -606,16 +612,15 @@ class ShortlistDecider:
         shuffle = np.random.default_rng(int(fingerprint(message), 16)).permutation(n_intents)
         orders = [[int(shuffle[i]) for i in rotation] + ([n_intents] if self.none_option else [])
                   for rotation in cyclic_orders(n_intents, self.n_orders)]
+        texts = [message, CONTENT_FREE_MESSAGE] if self.calibrate else [message]
+        scored = self._option_probs([([candidates[i] for i in order], asked) for order in orders for asked in texts])
         order_probs, content_free, offs, chosen = [], [], [], []
-        for order in orders:
-            shown = [candidates[i] for i in order]
-            scored = self._option_probs(shown, [message, CONTENT_FREE_MESSAGE] if self.calibrate else [message])
-            probs, off = scored[0]
+        for number, order in enumerate(orders):
+            (probs, off), *free = scored[number * len(texts):(number + 1) * len(texts)]
             order_probs.append(_unshuffle(probs, order))
             offs.append(off)
-            chosen.append(letters(len(shown))[int(np.argmax(probs))])
-            if self.calibrate:
-                content_free.append(_unshuffle(scored[1][0], order))
+            chosen.append(letters(len(order))[int(np.argmax(probs))])
+            content_free += [_unshuffle(free_probs, order) for free_probs, _ in free]
         final = shortlist_probabilities(np.array(order_probs), np.array(content_free) if content_free else None,
                                         self.debias)
         best = int(np.argmax(final))

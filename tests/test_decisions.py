@@ -12,6 +12,8 @@ from lib.datasets import OUT_OF_SCOPE, banking77_pool, load_label_groups
 from lib.decisions import (FullListDecider, LogRegDecider, NearestNeighbourDecider, ShortlistDecider,
                            contextual_calibration, cyclic_orders, shortlist_probabilities, significant)
 from lib.indexes import IntentRetriever
+from lib.llm import KEPT_TOKENS_MULTIPLE, prefix_tree_tokens
+from lib.runs import load_results, make_decider
 from test_reliability_server import serve  # noqa: F401 (serve is a fixture: a real HTTP server on 127.0.0.1)
 
 ADVERSARIAL = [
@@ -97,6 +99,44 @@ def test_shortlist_shared_options_match_separate_evaluation(embedded, groups, re
         assert np.abs(np.exp(together[best]) - np.exp(alone[best])).max() < 0.03
     alone = embedded.next_token_distributions(requests[:1], reserve=8)[0]  # one request: one whole batch
     assert np.array_equal(alone, separate[0])
+
+
+def test_shortlist_orderings_evaluate_each_shared_token_once(embedded, groups, retriever, monkeypatch):
+    """Two orderings, each with the message and "N/A", in one call: the model evaluates each token
+    they share after the cached prefix once (the options for both messages; the orderings' first
+    tokens, up to a multiple of KEPT_TOKENS_MULTIPLE), and the numbers are exactly those of each
+    ordering asked alone, whatever ran before."""
+    decider = ShortlistDecider(embedded, retriever, groups, k=4, n_orders=2, n_examples=1)
+    nearest = [label for label, _ in retriever.nearest_intents("my card has not arrived", 4)]
+    requests = [decider.messages([nearest[i] for i in order], text) for order in cyclic_orders(4, 2)
+                for text in ("my card has not arrived", "N/A")]
+    alone = [distribution for pair in (requests[:2], requests[2:])
+             for distribution in embedded.next_token_distributions(pair, reserve=8)]
+    embedded.next_token_distribution([{"role": "user", "content": "something else first"}])
+    evaluated = []
+    evaluate = embedded._llama.eval
+    monkeypatch.setattr(embedded._llama, "eval", lambda tokens: (evaluated.append(len(tokens)), evaluate(tokens)))
+    together = embedded.next_token_distributions(requests, reserve=8)
+    encoded = [embedded.prompt_ids(messages) for messages in requests]
+    tree = prefix_tree_tokens([ids[shared:] for ids, shared in encoded])  # each shared token once
+    assert 0 <= sum(evaluated) - encoded[0][1] - tree < KEPT_TOKENS_MULTIPLE  # the second ordering's first tokens
+    assert all(np.array_equal(one, other) for one, other in zip(together, alone))
+
+
+@pytest.mark.slow  # three saved messages, each two orderings with the content-free message, on the 1.5B model
+def test_shortlist_decides_the_saved_messages_as_saved(embedded):
+    """The saved BANKING77 shortlist run, decided again: the same answers and probabilities. In messages
+    43 and 72 the two orderings share 9 and 10 tokens after the cached prefix; keeping them all (not 8)
+    moved probabilities by up to 0.024."""
+    saved = load_results("banking77", "calibration", "shortlist").query("i in [43, 72, 682]")
+    assert len(saved) == 3
+    decider = make_decider("banking77", "shortlist", embedded)
+    for row in saved.itertuples():
+        decision = decider.decide(row.text)
+        assert (decision.label, decision.candidates) == (row.pred, tuple(row.candidates))
+        assert decision.candidate_probs == pytest.approx(row.candidate_probs, abs=1e-4)
+        for name in ("order_probs", "content_free"):
+            np.testing.assert_allclose(decision.details[name], getattr(row, name), rtol=0, atol=1e-4)
 
 
 def test_baselines_always_return_a_valid_label(small_pool, retriever):

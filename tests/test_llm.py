@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from lib.llm import CapabilityError, EmbeddedLLM, validate_messages
+from lib.llm import CapabilityError, EmbeddedLLM, common_prefix_length, prefix_tree_tokens, validate_messages
 from lib.model_file import ModelFileError, default_model_path
 from lib.openai_compatible import OpenAICompatibleLLM, ServerUnavailableError
 
@@ -124,6 +124,14 @@ def test_bad_inputs_are_refused(embedded: EmbeddedLLM) -> None:
         embedded.chat(_ask("hi"), max_tokens=3, grammar="root ::= ( unclosed")
     with pytest.raises(ValueError, match="context holds"):
         embedded.chat([{"role": "user", "content": "word " * 6000}], max_tokens=5)
+
+
+def test_prompts_sharing_a_start_count_it_once() -> None:
+    assert common_prefix_length([1, 2, 3, 4], [1, 2, 5]) == 2
+    assert common_prefix_length([1, 2], [1, 2, 3]) == 2 and common_prefix_length([], [1]) == 0
+    # 1 2 3 4 | 1 2 3 5 | 1 2 6 | 7: the tree holds 1 2 3 4, then 5, then 6, then 7
+    assert prefix_tree_tokens([[1, 2, 6], [1, 2, 3, 5], [7], [1, 2, 3, 4]]) == 7
+    assert prefix_tree_tokens([[1, 2], [1, 2]]) == 2 and prefix_tree_tokens([]) == 0
 
 
 def test_non_ascii_tokenize(embedded: EmbeddedLLM) -> None:
