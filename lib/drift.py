@@ -210,6 +210,9 @@ def run_setting(setting: Setting, llm: Any, *, limit: int | None = None, kinds: 
     content = store.start(header, checked=_HEADER_CHECKED)
     todo = [r for r in requests if r.key not in content.rows and r.key not in content.failures
             and (kinds is None or r.kind in kinds)][:limit]
+    # the decisions share one system prompt, which stays in the KV cache; each answer has its own section,
+    # so answering between decisions would make the next decision compute its 1,700-token prompt again
+    todo.sort(key=lambda request: request.kind != DECISION)
     bar = tqdm(total=len(todo), desc=f"drift {setting.name}", disable=not progress, smoothing=0.05)
     failed_in_a_row = 0
     with store.appending() as append:
