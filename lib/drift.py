@@ -179,7 +179,8 @@ def _answer_row(request: Request, setting: Setting, llm: Any, decider: Any) -> d
 def run_setting(setting: Setting, llm: Any, *, limit: int | None = None, kinds: Sequence[str] | None = None,
                 results_dir: Path = RESULTS_DIR, progress: bool = True) -> Path:
     """Run the requests of `setting.kinds` on `llm` (built for `setting` by the caller), appending
-    to the setting's file; requests already saved are skipped, so calling it again resumes.
+    to the setting's file; requests already saved are skipped, so calling it again resumes (and
+    tries the failed ones again: a failure is a server that timed out, not an answer).
 
     `limit`: run at most this many of the requests still missing (in the fixed order); `kinds`:
     run only the missing requests of these kinds this time (a slow setting can finish its
@@ -208,8 +209,7 @@ def run_setting(setting: Setting, llm: Any, *, limit: int | None = None, kinds: 
               "n_requests": len(requests), "versions": library_versions(),
               "date": datetime.date.today().isoformat(), "command": _command(setting)}
     content = store.start(header, checked=_HEADER_CHECKED)
-    todo = [r for r in requests if r.key not in content.rows and r.key not in content.failures
-            and (kinds is None or r.kind in kinds)][:limit]
+    todo = [r for r in requests if r.key not in content.rows and (kinds is None or r.kind in kinds)][:limit]
     # the decisions share one system prompt, which stays in the KV cache; each answer has its own section,
     # so answering between decisions would make the next decision compute its 1,700-token prompt again
     todo.sort(key=lambda request: request.kind != DECISION)
