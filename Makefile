@@ -49,6 +49,7 @@ results: setup       ## run or resume every saved run (resumable): committees (m
 	$(PY) setup/run_results.py
 	$(PY) setup/run_question_runs.py
 	$(PY) setup/run_asking.py
+	$(PY) setup/drift.py
 
 # Serves the repository (so links to ../README.md and data/ open too) and opens on notebooks/.
 # --allow-root only as root (containers, cloud machines, CI); LAB_ARGS adds options, e.g. --port=8890.
@@ -66,7 +67,7 @@ bench: setup          ## speed ratios measured side by side in one run
 bench-course: setup   ## seconds against the classroom targets: notebooks live, make test, install (ONLY=00, REUSE=1)
 	$(PY) setup/bench_course.py --only "$(ONLY)" $(if $(REUSE),--reuse)
 
-drift: setup          ## re-run a sample of recordings live and print the largest changes
+drift: setup          ## run or resume the drift measurement (data/results/drift-*.jsonl, notebook 06; hours) and print its table
 	$(PY) setup/drift.py
 
 clean:

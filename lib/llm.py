@@ -228,17 +228,27 @@ class EmbeddedLLM(LocalMethods):
     backend_name = "embedded"
 
     def __init__(self, model: ModelFile | None = None, *, n_ctx: int | None = None,
-                 n_threads: int | None = None) -> None:
+                 n_threads: int | None = None, n_batch: int | None = None) -> None:
+        """Load `model` (the configured one by default).
+
+        `n_ctx` and `n_threads` default to WORKBOOK_N_CTX and WORKBOOK_THREADS. `n_batch`: the
+        most prompt tokens llama.cpp puts through the model in one step (default `n_ctx`).
+        llama-cpp-python 0.3 also sets the physical batch to min(`n_batch`, 512) (`n_ubatch`, which
+        decides how the matrix products are split), so any `n_batch` of 512 or more computes the
+        same numbers and a smaller one changes the split (`lib.drift` measures by how much).
+        """
         import llama_cpp
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         self._llama_cpp = llama_cpp
         self.n_ctx = n_ctx or context_tokens_setting()
         self.n_threads = n_threads or threads_setting()
+        self.n_batch = self.n_ctx if n_batch is None else n_batch
+        check_positive_int(self.n_batch, "n_batch")
         self.model_file = model or configured_model()
         try:
             self._llama = llama_cpp.Llama(
-                model_path=str(self.model_file.path), n_ctx=self.n_ctx, n_batch=self.n_ctx,
+                model_path=str(self.model_file.path), n_ctx=self.n_ctx, n_batch=self.n_batch,
                 n_threads=self.n_threads, n_threads_batch=self.n_threads, logits_all=False,
                 verbose=False,
             )
@@ -327,6 +337,11 @@ class EmbeddedLLM(LocalMethods):
             "threads": self.n_threads,
             "versions": library_versions(),
         }
+
+    @property
+    def physical_batch(self) -> int:
+        """The most prompt tokens one matrix product takes (llama.cpp's `n_ubatch`): min(`n_batch`, 512)."""
+        return int(self._llama.context_params.n_ubatch)
 
     # -- tokens
 

@@ -73,7 +73,7 @@ __all__ = [
     "MAX_GOLD_CHARS", "N_FULL_LIST", "FULL_LIST_SEED", "N_LETTERS_NAMES", "LETTERS_NAMES_SEED", "N_GRAMMAR_VS_FREE",
     "GRAMMAR_VS_FREE_SEED", "FREE_MAX_TOKENS", "N_ROUTED", "ROUTED_SEED", "ROUTED_TOP", "INJECTION", "N_INJECTED",
     "INJECTION_SEED", "CallTimer", "encode_tokens", "decode_tokens", "ItemRun",
-    "short_answer_questions", "letters_and_names_deciders", "answer_by_name", "CODE_SHAPE", "NAME_SHAPE",
+    "short_answer_questions", "short_answer_items", "letters_and_names_deciders", "answer_by_name", "CODE_SHAPE", "NAME_SHAPE",
     "reply_kind", "code_routing_prompt", "injection_messages", "injection_items", "injection_deciders",
     "injection_decision", "trace_row", "MODEL_CITATIONS", "FALLBACK_ANSWERS", "RUNS", "model_for", "produce",
     "load_run",
@@ -160,19 +160,29 @@ def short_answer_questions(n: int = N_HANDBOOK_QUESTIONS, seed: int = HANDBOOK_S
     return short.sample(n, random_state=seed).sort_values("id").reset_index(drop=True)
 
 
-def _handbook(llm: Any, results_dir: Path):
+def short_answer_items(embed: Callable[[Sequence[str]], Any]) -> list[dict[str, Any]]:
+    """The questions of `short_answer_questions`, each with the handbook section retrieved for it.
+
+    Each item: id, question, gold, section (the best section's id, by `embed`), retrieval_hit
+    (whether it is a gold section) and context (its text): what `handbook-short-answers` answers.
+    """
     from lib.datasets import load_corpus
     from lib.indexes import DenseIndex, chunk_by_heading
+
+    questions = short_answer_questions()
+    index = DenseIndex(chunk_by_heading(load_corpus()), embed)
+    hits = [found[0] for found in index.search_many(questions["question"].tolist(), k=1)]
+    return [{"id": q.id, "question": q.question, "gold": q.answer, "section": hit.chunk.section_id,
+             "retrieval_hit": hit.chunk.section_id in q.section_ids, "context": hit.chunk.text}
+            for q, hit in zip(questions.itertuples(), hits)]
+
+
+def _handbook(llm: Any, results_dir: Path):
     from lib.semantic_entropy import (GREEDY_TOP_LOGPROBS, N_SAMPLES, SAMPLE_TEMPERATURE, SHORT_ANSWER_MAX_TOKENS,
                                       SHORT_ANSWER_SYSTEM, LLMEntailment, bidirectional, cluster_by_meaning,
                                       sample_answers)
 
-    questions = short_answer_questions()
-    index = DenseIndex(chunk_by_heading(load_corpus()), llm.embed)
-    hits = [found[0] for found in index.search_many(questions["question"].tolist(), k=1)]
-    items = [{"id": q.id, "question": q.question, "gold": q.answer, "section": hit.chunk.section_id,
-              "retrieval_hit": hit.chunk.section_id in q.section_ids, "context": hit.chunk.text}
-             for q, hit in zip(questions.itertuples(), hits)]
+    items = short_answer_items(llm.embed)
 
     def compute(i: int, item: dict[str, Any]) -> dict[str, Any]:
         greedy, samples = sample_answers(llm, item["question"], item["context"])

@@ -39,7 +39,7 @@ from lib.text import normalize_answer
 __all__ = [
     "SameMeaning", "cluster_by_meaning", "bidirectional", "LLMEntailment", "cluster_by_embedding",
     "discrete_semantic_entropy", "rand_agreement", "max_entropy", "SHORT_ANSWER_SYSTEM", "SHORT_ANSWER_MAX_TOKENS",
-    "SAMPLE_TEMPERATURE", "N_SAMPLES", "GREEDY_TOP_LOGPROBS", "short_answer_messages", "sample_answers",
+    "SAMPLE_TEMPERATURE", "N_SAMPLES", "GREEDY_TOP_LOGPROBS", "short_answer_messages", "greedy_answer", "sample_answers",
     "auroc_difference", "cascade_confidence",
 ]
 
@@ -206,6 +206,14 @@ def short_answer_messages(question: str, context: str) -> list[dict[str, str]]:
             {"role": "user", "content": question}]
 
 
+def greedy_answer(llm: Any, question: str, context: str, *, max_tokens: int = SHORT_ANSWER_MAX_TOKENS,
+                  top_logprobs: int = GREEDY_TOP_LOGPROBS) -> Any:
+    """The short answer at temperature 0 (a `Completion`), with `top_logprobs` candidates per token:
+    the answer whose token probabilities notebook 06 reads."""
+    return llm.chat(short_answer_messages(question, context), max_tokens=max_tokens, temperature=0.0,
+                    top_logprobs=top_logprobs)
+
+
 def sample_answers(llm: Any, question: str, context: str, *, n_samples: int = N_SAMPLES,
                    temperature: float = SAMPLE_TEMPERATURE, max_tokens: int = SHORT_ANSWER_MAX_TOKENS,
                    top_logprobs: int = GREEDY_TOP_LOGPROBS) -> tuple[Any, list[Any]]:
@@ -220,7 +228,7 @@ def sample_answers(llm: Any, question: str, context: str, *, n_samples: int = N_
     if n_samples < 1:
         raise ValueError(f"n_samples must be at least 1, got {n_samples}")
     messages = short_answer_messages(question, context)
-    greedy = llm.chat(messages, max_tokens=max_tokens, temperature=0.0, top_logprobs=top_logprobs)
+    greedy = greedy_answer(llm, question, context, max_tokens=max_tokens, top_logprobs=top_logprobs)
     samples = [llm.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
                for seed in range(n_samples)]
     return greedy, samples

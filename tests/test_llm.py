@@ -104,6 +104,23 @@ def test_same_request_same_numbers_whatever_ran_before() -> None:
     assert first == second == after_other_prompt == after_other_message
 
 
+def test_default_batch_is_physically_512(embedded: EmbeddedLLM) -> None:
+    """n_batch defaults to the context size; llama-cpp-python caps the physical batch (n_ubatch) at 512."""
+    assert (embedded.n_batch, embedded.physical_batch) == (4096, 512)
+
+
+def test_n_batch_sets_the_physical_batch() -> None:
+    """A batch under 512 is the physical batch too: the prompt goes through the model 64 tokens at a time."""
+    llm = EmbeddedLLM(n_ctx=256, n_threads=1, n_batch=64)
+    assert (llm.n_batch, llm.physical_batch) == (64, 64)
+
+
+@pytest.mark.parametrize("n_batch", [0, -8, 2.5])
+def test_bad_n_batch_is_refused_before_loading(n_batch) -> None:
+    with pytest.raises(ValueError, match="n_batch must be a positive integer"):
+        EmbeddedLLM(n_ctx=256, n_threads=1, n_batch=n_batch)
+
+
 def test_seeded_sampling_repeats(embedded: EmbeddedLLM) -> None:
     messages = [{"role": "user", "content": "Name a colour."}]
     one = embedded.chat(messages, max_tokens=10, temperature=1.0, seed=7)
