@@ -695,6 +695,6 @@ def _calibrated_but_blind(answer: Any) -> bool:
     return _close_all(answer, (0.0, 0.5), tolerance=0.001)
 
 
-@exercise("nb19-ex3", hint="Count the messages each model hands over: each costs 4 minutes.", expects='"small" or "large"')
+@exercise("nb19-ex3", hint="Staff minutes = messages not acted on x 4, for each model.", expects='"small" or "large"')
 def _more_acted_saves_more(answer: Any) -> bool:
     return _normalized(answer) == "large"
