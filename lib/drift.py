@@ -264,9 +264,11 @@ def load_setting(name: str, results_dir: Path = RESULTS_DIR) -> tuple[dict[str, 
 class PairChange:
     """How one kind of request moved between two settings.
 
-    compared: requests both settings answered. changed: those whose chosen answer's probability
-    moved at all. largest, p99: the largest and the 99th-percentile (linear interpolation)
-    absolute change of that probability. flips: requests whose chosen answer differs;
+    compared: requests both settings answered. changed, largest, p99: among the requests whose
+    chosen answer is the same under both, how many moved at all, and the largest and the
+    99th-percentile (linear interpolation) absolute change of its probability (NaN when every
+    request flipped); a flip would compare two different answers' probabilities, so it is
+    counted only in flips. flips: requests whose chosen answer differs;
     flip_low, flip_high: the exact binomial 95% interval of the flip share. right_reference,
     right_other: right answers under each setting, on the compared requests.
     """
@@ -285,18 +287,20 @@ class PairChange:
 def compare(reference: Iterable[Mapping[str, Any]], other: Iterable[Mapping[str, Any]]) -> PairChange:
     """Compare two settings' rows (each with request, choice, probability, correct) on the requests both hold.
 
-    The probability compared is the chosen answer's under each setting, so where the answer
-    flips it is the probability of two different answers. ValueError when no request is in both.
+    Changes are measured where the chosen answer stayed the same; flips are counted apart.
+    ValueError when no request is in both.
     """
     theirs = {row["request"]: row for row in other}
     matched = [(row, theirs[row["request"]]) for row in reference if row["request"] in theirs]
     if not matched:
         raise ValueError("the two settings have no request in common; run both (python setup/drift.py)")
-    changes = np.array([abs(float(a["probability"]) - float(b["probability"])) for a, b in matched])
-    flips = sum(a["choice"] != b["choice"] for a, b in matched)
+    changes = np.array([abs(float(a["probability"]) - float(b["probability"])) for a, b in matched
+                        if a["choice"] == b["choice"]])
+    flips = len(matched) - changes.size
     _, low, high = binomial_interval(flips, len(matched))
-    return PairChange(compared=len(matched), changed=int((changes > 0).sum()), largest=float(changes.max()),
-                      p99=float(np.percentile(changes, 99)), flips=int(flips), flip_low=low, flip_high=high,
+    largest, p99 = (float(changes.max()), float(np.percentile(changes, 99))) if changes.size else (np.nan, np.nan)
+    return PairChange(compared=len(matched), changed=int((changes > 0).sum()), largest=largest,
+                      p99=p99, flips=int(flips), flip_low=low, flip_high=high,
                       right_reference=sum(bool(a["correct"]) for a, _ in matched),
                       right_other=sum(bool(b["correct"]) for _, b in matched))
 

@@ -37,8 +37,8 @@ import numpy as np
 from lib.checks import check_positive_int
 from lib.grammar import GrammarConstraint, check_grammar
 from lib.logprobs import log_softmax
-from lib.model_file import (PINNED_MODELS, ModelFile, ModelFileError, PinnedModel, configured_model, model_key,
-                            selected_model, sha256_of)
+from lib.model_file import (PINNED_MODELS, ModelFile, ModelFileError, configured_model, model_key, selected_model,
+                            sha256_of)
 from lib.settings import (DEFAULT_SERVER_TOP_LOGPROBS, backend_setting, context_tokens_setting, server_settings, threads_setting)
 
 __all__ = [
@@ -184,12 +184,7 @@ def library_versions() -> dict[str, str]:
 def common_prefix_length(first: Sequence[int], second: Sequence[int]) -> int:
     """How many tokens `first` and `second` share from their start: the part of one prompt whose KV
     state another can keep."""
-    length = 0
-    for a, b in zip(first, second):
-        if a != b:
-            break
-        length += 1
-    return length
+    return next((i for i, (a, b) in enumerate(zip(first, second)) if a != b), min(len(first), len(second)))
 
 
 def prefix_tree_tokens(prompts: Sequence[Sequence[int]]) -> int:
@@ -300,7 +295,8 @@ class EmbeddedLLM(LocalMethods):
                 problem = f"its next-token distribution is nearly uniform (entropy {entropy:.2f} nats)"
             elif top[0][1] - top[-1][1] < 1e-6:
                 problem = f"its five most likely next tokens have equal log-probabilities ({top[0][1]:.4f})"
-            elif (pinned := self._pinned_by_metadata()) and (
+            elif (pinned := next((model for model in PINNED_MODELS.values()  # by metadata, which a damaged copy keeps
+                                  if model.gguf_name == self._llama.metadata.get("general.name")), None)) and (
                     top[0][0] != SANITY_PINNED_ANSWER or top[0][1] < SANITY_PINNED_MIN_LOGPROB[pinned.name]):
                 problem = (f"it answers {top[0][0]!r} (log-probability {top[0][1]:.3f}) where {pinned.title} answers "
                            f"{SANITY_PINNED_ANSWER!r} with at least {SANITY_PINNED_MIN_LOGPROB[pinned.name]}")
@@ -308,11 +304,6 @@ class EmbeddedLLM(LocalMethods):
             raise ModelFileError(
                 f"{self.model_file.path} failed the load-time sanity check: {problem}. The file is damaged or not "
                 "a working chat model; delete it and run `make setup` (or point WORKBOOK_MODEL_PATH at a good GGUF)")
-
-    def _pinned_by_metadata(self) -> PinnedModel | None:
-        """The pinned model whose metadata name this file carries (a damaged copy keeps it), or None."""
-        name = self._llama.metadata.get("general.name")
-        return next((model for model in PINNED_MODELS.values() if model.gguf_name == name), None)
 
     # -- identity and description
 

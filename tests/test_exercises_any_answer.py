@@ -69,6 +69,7 @@ RIGHT_ANSWERS = {
     "nb16-ex1": "ask", "nb16-ex2": 0.778, "nb16-ex3": 0.75,
     "nb17-ex1": 2, "nb17-ex2": "no", "nb17-ex3": "yes",
     "nb18-ex1": 0.75, "nb18-ex2": 3.2, "nb18-ex3": "ask",
+    "nb19-ex1": 30, "nb19-ex2": (0.0, 0.5), "nb19-ex3": "large",
 }
 """A right answer per exercise whose answer numpy can hold (not nb04's lists of rule names, records and names)."""
 
