@@ -69,7 +69,6 @@ __all__ = [
     "ASKING_SETTINGS",
     "stratified_sample",
     "ASKING_RUNS",
-    "asking_command",
     "produce_asking_run",
 ]
 
@@ -443,11 +442,6 @@ from the answers saved in `results_dir`. Each row: the saved answer,
 whether it was right, its token confidence (`confidence`) and seconds, then `AskedConfidence.as_row`."""
 
 
-def asking_command(name: str, results_dir: Path = RESULTS_DIR) -> str:
-    """The command that produces the asking run `name` filed in `results_dir`."""
-    return remake_command(f"python setup/run_asking.py --run {name}", results_dir)
-
-
 def produce_asking_run(name: str, *, llm: Any = None, results_dir: Path = RESULTS_DIR, progress: bool = True) -> Path:
     """Produce (or resume) the saved run `name` with the live model; returns its path."""
     from lib.recording import get_llm
@@ -458,5 +452,6 @@ def produce_asking_run(name: str, *, llm: Any = None, results_dir: Path = RESULT
     llm = llm if llm is not None else get_llm(mode="live")  # the run's rows are their own record
     items, compute, settings = ASKING_RUNS[name](llm, Path(results_dir))
     return run_items(name, items, compute, model=llm.identity, backend=llm.backend_name, settings=settings,
-                     mode="live", command=asking_command(name, Path(results_dir)), results_dir=results_dir,
+                     mode="live", command=remake_command(f"python setup/run_asking.py --run {name}", Path(results_dir)),
+                     results_dir=results_dir,
                      progress=progress)

@@ -352,7 +352,7 @@ def configured_model() -> ModelFile:
     has, and the load-time sanity probe (lib.llm) checks its answers.
     """
     model, path = selected_model(), model_path_setting()
-    if model is None and path is not None:
+    if model is None:  # WORKBOOK_MODEL_PATH chose the file (`selected_model`)
         if path.is_dir():
             ggufs = sorted(file.name for file in path.glob("*.gguf"))
             inside = f" (GGUF files in it: {', '.join(ggufs)})" if ggufs else " (it holds no .gguf file)"
@@ -362,7 +362,6 @@ def configured_model() -> ModelFile:
             raise ModelFileError(f"WORKBOOK_MODEL_PATH points at {path}, which does not exist; "
                                  "set it to the path of a GGUF model file, or unset it to use the default model.")
         return ModelFile(path, None)
-    model = model or DEFAULT_MODEL
     target = default_model_path(model)
     if not _stamp_is_current(target, model):
         raise ModelFileError(
