@@ -35,16 +35,16 @@ test-slow: setup      ## only the tests marked slow (the 77-intent prompt, the d
 test-all: lint        ## ruff, then every test, the slow ones included (what .ci/run runs)
 	$(TEST)
 
-record: setup         ## re-record notebooks (all, or NB=05-grammars) and rewrite their outputs
+record: setup         ## re-record notebooks (all, or NB=06-grammars) and rewrite their outputs
 	$(PY) setup/run_notebooks.py --record --only "$(NB)"
 
-update: setup         ## like record, but only requests not yet recorded call the model (NB=05-grammars)
+update: setup         ## like record, but only requests not yet recorded call the model (NB=06-grammars)
 	$(PY) setup/run_notebooks.py --update --only "$(NB)"
 
 refresh: setup        ## rewrite notebook outputs from recordings and the current data/results (no model)
 	$(PY) setup/run_notebooks.py --refresh --only "$(NB)"
 
-results: setup       ## run or resume every saved run (resumable): committees (minutes), BANKING77 / CLINC150 (hours on 2 cores), the questions of 05-09/16
+results: setup       ## run or resume every saved run (resumable): committees (minutes), BANKING77 / CLINC150 (hours on 2 cores), the questions of 06-10/17
 	$(PY) setup/run_committees.py
 	$(PY) setup/run_results.py
 	$(PY) setup/run_question_runs.py
@@ -57,7 +57,7 @@ lab: setup            ## open JupyterLab on notebooks/ (the URL with its token i
 	@echo "Starting JupyterLab on notebooks/: open the URL ending in ?token=... that it prints below. Ctrl+C stops it."
 	.venv/bin/jupyter lab --LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
-smoke: setup          ## JupyterLab in headless Chromium: Run All in notebooks 00, 02, 10, 15 and those with widgets
+smoke: setup          ## JupyterLab in headless Chromium: Run All in notebooks 00, 02, 11, 16 and those with widgets
 	$(PY) setup/smoke.py
 
 bench: setup          ## speed ratios measured side by side in one run
@@ -67,7 +67,7 @@ bench: setup          ## speed ratios measured side by side in one run
 bench-course: setup   ## seconds against the classroom targets: notebooks live, make test, install (ONLY=00, REUSE=1)
 	$(PY) setup/bench_course.py --only "$(ONLY)" $(if $(REUSE),--reuse)
 
-drift: setup          ## run or resume the drift measurement (data/results/drift-*.jsonl, notebook 06; hours) and print its table
+drift: setup          ## run or resume the drift measurement (data/results/drift-*.jsonl, notebook 07; hours) and print its table
 	$(PY) setup/drift.py
 
 clean:

@@ -15,9 +15,9 @@ is to ask. Three ways of asking, for an answer the model has already given:
 
 Every prompt keeps the task's own system message first and puts everything else in one last
 user turn, so the backend's prompt cache reuses the system message and each way costs only its
-own few dozen tokens. The runs behind notebook 08 (every
+own few dozen tokens. The runs behind notebook 09 (every
 BANKING77 calibration message, a stratified sample of test, the 60 handbook questions of
-notebooks 06 and 09) are `ASKING_RUNS`, produced by `python setup/run_asking.py`.
+notebooks 07 and 10) are `ASKING_RUNS`, produced by `python setup/run_asking.py`.
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ A question goes through four steps, cheapest first, and the first one that fails
 Every generated answer also carries its token confidence, printed in its trace
 (`Trace.answer_perplexity`: the perplexity of the tokens that wrote the answer field, from
 the completion the model returned, and `Trace.weakest_token_logprob`, the least certain of
-those tokens; notebook 06 measures that they separate right from wrong short answers). It is a
+those tokens; notebook 07 measures that they separate right from wrong short answers). It is a
 signal only unless `perplexity_ceiling` is set (fitted on dev with `fit_perplexity_ceiling` of
 `lib.assistant_fitting`): then an answer that would be given but is above the ceiling -> ASK.
 
@@ -44,7 +44,7 @@ Every reply other than ACT starts with `lib.citations.FALLBACK_BANNER` and cites
 Every threshold is fitted on the dev questions, never on test, by `lib.assistant_fitting`:
 the two gates with `fit_gates` (the same fitting as notebook 02), the ask threshold with
 `fit_ask_gate`, the answerability threshold with `fit_answerability_gate` on dev traces, and the
-finale's `CostRule` (notebook 18: a calibrated P(right) -> ACT, ASK or HAND_OVER by thresholds from
+finale's `CostRule` (notebook 19: a calibrated P(right) -> ACT, ASK or HAND_OVER by thresholds from
 costs, in place of the retrieval gate and that threshold) with `fit_cost_rule`.
 
 Each question produces a `Trace`: every step's verdict and numbers, the decision, and the reply
@@ -390,7 +390,7 @@ class Trace:
     def answer_perplexity(self) -> float | None:
         """Perplexity of the answer field's tokens (1 = certain); None without an answer or without tokens.
 
-        Its inverse, the geometric mean of the token probabilities, is notebook 06's token confidence.
+        Its inverse, the geometric mean of the token probabilities, is notebook 07's token confidence.
         """
         return self.step("grounded answer").numbers.get("answer perplexity")
 
@@ -470,7 +470,7 @@ class Assistant:
             without tokens is never turned into ASK.
         support: a fitted `SupportModel`; when set, the last step accepts an answer when the
             model's P(right) clears its threshold, in place of the answerability threshold.
-        cost_rule: a fitted `CostRule` (the finale's assistant, notebook 18); when set, the
+        cost_rule: a fitted `CostRule` (the finale's assistant, notebook 19); when set, the
             retrieval gate no longer decides: every question past the boundary is answered and
             probed, and an answer whose quotes and citations hold is routed by its calibrated
             P(right) to ACT, ASK or HAND_OVER. The other thresholds are then not used.

@@ -5,7 +5,7 @@ default batch of 512 prompt tokens, the system prompt kept in the KV cache betwe
 Change the setting and the arithmetic may change with it, so a confidence near a threshold,
 or a near-tie between two answers, may come out differently. This module runs one fixed set
 of requests (`drift_requests`: a seeded sample of BANKING77 test messages decided by the
-full-list decider, and the grounded handbook answers whose confidence notebook 06 measures)
+full-list decider, and the grounded handbook answers whose confidence notebook 07 measures)
 under each of `SETTINGS`, saves per request the chosen answer and its probability, and
 compares each pair of `PAIRS`: the largest and the 99th-percentile change of the chosen
 answer's probability, and the requests whose answer flips.
@@ -13,7 +13,7 @@ answer's probability, and the requests whose answer flips.
 Each setting is a saved run, data/results/drift-{setting}.jsonl, written through
 `lib.results_store` (a header naming model, setting, versions and command; one line per
 request, keyed "d<message index>" or "a<question id>"; resumable). `python setup/drift.py`
-runs them; `drift_table` reads them for notebook 06.
+runs them; `drift_table` reads them for notebook 07.
 """
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ class Request:
 
 def drift_requests(n_decisions: int = N_DECISIONS) -> list[Request]:
     """The requests in their fixed order: `n_decisions` BANKING77 test messages (the first of the
-    test run's seeded order) and the 60 grounded handbook questions of notebook 06 with their
+    test run's seeded order) and the 60 grounded handbook questions of notebook 07 with their
     retrieved sections, an answer after every `DECISIONS_PER_ANSWER` decisions."""
     from lib.embeddings import embed
     from lib.question_runs import short_answer_items
@@ -159,7 +159,7 @@ def _store(setting: str, results_dir: Path = RESULTS_DIR) -> ResultsStore:
 
 def _answer_row(request: Request, setting: Setting, llm: Any, decider: Any) -> dict[str, Any]:
     """The chosen answer of `request` and its probability: the decision's confidence, or the grounded
-    answer's geometric-mean token probability (notebook 06's sequence confidence)."""
+    answer's geometric-mean token probability (notebook 07's sequence confidence)."""
     from lib.logprobs import sequence_confidence
     from lib.semantic_entropy import greedy_answer
     from lib.text import matches_gold

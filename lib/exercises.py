@@ -336,23 +336,23 @@ def _member_that_fixes_the_committee(answer: Any) -> bool:
     return check_committee([*committee, chosen[0]], case["home_department"]).ok
 
 
-# --------------------------------------------------------------------------- notebook 09
+# --------------------------------------------------------------------------- notebook 10
 
 
-@exercise("nb09-ex1", hint="Shares 2/5, 2/5 and 1/5; entropy is -sum p log p with the natural log.",
+@exercise("nb10-ex1", hint="Shares 2/5, 2/5 and 1/5; entropy is -sum p log p with the natural log.",
           expects="a number of nats, e.g. 0.5")
 def _semantic_entropy_by_hand(answer: Any) -> bool:
     shares = (0.4, 0.4, 0.2)
     return _close(answer, -sum(p * math.log(p) for p in shares), tolerance=0.005)
 
 
-@exercise("nb09-ex2", hint="The k-th answer is compared with one representative per existing cluster, and "
+@exercise("nb10-ex2", hint="The k-th answer is compared with one representative per existing cluster, and "
           "bidirectional() stops after the first direction says no.", expects="a whole number")
 def _entailment_calls(answer: Any) -> bool:
     return float(answer) == sum(range(5))
 
 
-@exercise("nb09-ex3", hint="Entropy of the shares 2/4 and 2/4, divided by log 4, taken from 1, gives the samples' "
+@exercise("nb10-ex3", hint="Entropy of the shares 2/4 and 2/4, divided by log 4, taken from 1, gives the samples' "
           "confidence; then threshold * (calibrated / threshold + that confidence) / 2.", expects="a number between 0 and 1")
 def _cascade_by_hand(answer: Any) -> bool:
     from lib.semantic_entropy import cascade_confidence, discrete_semantic_entropy, max_entropy
@@ -362,10 +362,10 @@ def _cascade_by_hand(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, expected, tolerance=0.005)
 
 
-# --------------------------------------------------------------------------- notebook 05
+# --------------------------------------------------------------------------- notebook 06
 
 
-@exercise("nb05-ex1", hint="Count every reply the lazy grammar allows (group letters times intent letters), then "
+@exercise("nb06-ex1", hint="Count every reply the lazy grammar allows (group letters times intent letters), then "
           "take away the replies that are real codes.", expects="a whole number of replies")
 def _lazy_grammar_invalid_codes(answer: Any) -> bool:
     from lib.datasets import load_label_groups
@@ -377,22 +377,22 @@ def _lazy_grammar_invalid_codes(answer: Any) -> bool:
     return int(answer) == allowed - sum(len(labels) for labels in groups.values())
 
 
-@exercise("nb05-ex2", hint="The off-label mass is the probability the model gave to candidates the grammar "
+@exercise("nb06-ex2", hint="The off-label mass is the probability the model gave to candidates the grammar "
           "forbids at that step: everything that is not a group letter.", expects="a number between 0 and 1")
 def _off_label_by_hand(answer: Any) -> bool:
     return _close(answer, 0.15 + 0.10, tolerance=0.005)
 
 
-@exercise("nb05-ex3", hint="In a three-token reply the intent letter is chosen at step 3; keep only the intent "
+@exercise("nb06-ex3", hint="In a three-token reply the intent letter is chosen at step 3; keep only the intent "
           "letters of group B at that step and renormalise.", expects="a probability between 0 and 1")
 def _three_token_intent(answer: Any) -> bool:
     return _close(answer, 0.30 / (0.30 + 0.10), tolerance=0.005)
 
 
-# --------------------------------------------------------------------------- notebook 10
+# --------------------------------------------------------------------------- notebook 11
 
 
-@exercise("nb10-ex1", hint="The two 0.9s share a bin, and so do the two 0.6s; per bin take |accuracy - mean "
+@exercise("nb11-ex1", hint="The two 0.9s share a bin, and so do the two 0.6s; per bin take |accuracy - mean "
           "confidence| and weight it by the bin's share of the four answers.", expects="a number, e.g. 0.25")
 def _ece_by_hand(answer: Any) -> bool:
     from lib.calibration import ece
@@ -400,7 +400,7 @@ def _ece_by_hand(answer: Any) -> bool:
     return _close(answer, ece([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.005)
 
 
-@exercise("nb10-ex2", hint="Square (confidence - outcome) for each answer, outcome 1 if right and 0 if wrong, and "
+@exercise("nb11-ex2", hint="Square (confidence - outcome) for each answer, outcome 1 if right and 0 if wrong, and "
           "average the four squares.", expects="a number between 0 and 1")
 def _brier_by_hand(answer: Any) -> bool:
     from lib.calibration import brier
@@ -408,7 +408,7 @@ def _brier_by_hand(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, brier([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.002)
 
 
-@exercise("nb10-ex3", hint="Three of the four are right, so every answer gets 0.75; square (0.75 - outcome) for each "
+@exercise("nb11-ex3", hint="Three of the four are right, so every answer gets 0.75; square (0.75 - outcome) for each "
           "and average.", expects="a number between 0 and 1")
 def _constant_brier_by_hand(answer: Any) -> bool:
     from lib.calibration import brier
@@ -416,56 +416,56 @@ def _constant_brier_by_hand(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, brier([0.75] * 4, [0, 1, 1, 1]), tolerance=0.002)
 
 
-# --------------------------------------------------------------------------- notebooks 06 and 07
+# --------------------------------------------------------------------------- notebooks 07 and 08
 
 
-@exercise("nb06-ex1", hint="Perplexity is exp(-mean log-probability); the logs here are ln 0.5, ln 0.5 and ln 1.",
+@exercise("nb07-ex1", hint="Perplexity is exp(-mean log-probability); the logs here are ln 0.5, ln 0.5 and ln 1.",
           expects="a number, e.g. 1.5")
 def _perplexity_by_hand(answer: Any) -> bool:
     return _close(answer, math.exp(-(2 * math.log(0.5)) / 3), tolerance=0.005)
 
 
-@exercise("nb06-ex2", hint="The geometric mean is exp(mean log-probability): for A, the mean of six ln 0.9 and one "
+@exercise("nb07-ex2", hint="The geometric mean is exp(mean log-probability): for A, the mean of six ln 0.9 and one "
           "ln 0.1; for B, ln 0.7. Subtract B's from A's.", expects="a number, e.g. -0.1")
 def _geometric_mean_gap(answer: Any) -> bool:
     a_geometric = math.exp((6 * math.log(0.9) + math.log(0.1)) / 7)
     return _close(answer, a_geometric - 0.7, tolerance=0.0015)
 
 
-@exercise("nb07-ex1", hint="' A' counts as 'A'; 'Hello' is off-label. Divide A's total by the allowed total.",
+@exercise("nb08-ex1", hint="' A' counts as 'A'; 'Hello' is off-label. Divide A's total by the allowed total.",
           expects="a probability between 0 and 1")
 def _renormalised_group(answer: Any) -> bool:
     return _close(answer, (0.6 + 0.05) / (0.6 + 0.05 + 0.2), tolerance=0.002)
 
 
-@exercise("nb07-ex2", hint="Renormalise over the two candidates you were given, not over all three.",
+@exercise("nb08-ex2", hint="Renormalise over the two candidates you were given, not over all three.",
           expects="a probability between 0 and 1")
 def _too_few_candidates(answer: Any) -> bool:
     return _close(answer, 0.5 / (0.5 + 0.3), tolerance=0.002)
 
 
-# --------------------------------------------------------------------------- notebooks 13 and 14
+# --------------------------------------------------------------------------- notebooks 14 and 15
 
 
-@exercise("nb13-ex1", hint="List every (right, wrong) pair and count the pairs where the right answer has the "
+@exercise("nb14-ex1", hint="List every (right, wrong) pair and count the pairs where the right answer has the "
           "higher confidence; divide by the number of pairs.", expects="a number between 0 and 1")
 def _auroc_by_hand(answer: Any) -> bool:
     return _close(answer, 0.5, tolerance=1e-6)
 
 
-@exercise("nb13-ex2", hint="Act on the top 1, 2, 3 answers in turn; the risk is the share of wrong answers among "
+@exercise("nb14-ex2", hint="Act on the top 1, 2, 3 answers in turn; the risk is the share of wrong answers among "
           "those acted on. AURC is the mean of the three risks.", expects="a number between 0 and 1")
 def _aurc_by_hand(answer: Any) -> bool:
     return _close(answer, (0.0 + 0.5 + 1.0 / 3.0) / 3.0, tolerance=0.001)
 
 
-@exercise("nb14-ex1", hint="Take the out-of-scope rows (~in_scope_test), compare their embed-logreg confidence with "
+@exercise("nb15-ex1", hint="Take the out-of-scope rows (~in_scope_test), compare their embed-logreg confidence with "
           "0.5, and take the mean of the comparison.", expects="a number between 0 and 1")
 def _clinc_handed_over_share(answer: Any) -> bool:
     return _close(answer, _clinc_out_of_scope_handed_over(), tolerance=0.002)
 
 
-@exercise("nb14-ex2", hint="Keep the test rows with the right group and the wrong intent (in_candidates & ~correct); "
+@exercise("nb15-ex2", hint="Keep the test rows with the right group and the wrong intent (in_candidates & ~correct); "
           "among them, take the mean of p_group >= 0.5.", expects="a number between 0 and 1")
 def _confident_group_share_of_second_step_errors(answer: Any) -> bool:
     return _close(answer, _confident_group_among_second_step_errors(), tolerance=0.001)
@@ -496,17 +496,17 @@ def _confident_group_among_second_step_errors() -> float:
     return float((frame["p_group"] >= 0.5).to_numpy(bool)[second_step_error].mean())
 
 
-# --------------------------------------------------------------------------- notebook 11
+# --------------------------------------------------------------------------- notebook 12
 
 
-@exercise("nb11-ex1", hint="Divide the log-probabilities by 2, i.e. take square roots of 0.8 and 0.2, then "
+@exercise("nb12-ex1", hint="Divide the log-probabilities by 2, i.e. take square roots of 0.8 and 0.2, then "
           "renormalise so they sum to 1.", expects="a number between 0 and 1")
 def _temperature_two(answer: Any) -> bool:
     top = math.sqrt(0.8) / (math.sqrt(0.8) + math.sqrt(0.2))
     return _close(answer, top, tolerance=0.005)
 
 
-@exercise("nb11-ex2", hint="Put the three rows of log-probabilities in an array, right option first, and reuse "
+@exercise("nb12-ex2", hint="Put the three rows of log-probabilities in an array, right option first, and reuse "
           "mean_nll and minimize_scalar from the fit by hand above.", expects="a temperature, e.g. 1.25")
 def _temperature_fit_by_hand(answer: Any) -> bool:
     import numpy as np
@@ -518,7 +518,7 @@ def _temperature_fit_by_hand(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, fitted, tolerance=0.01)
 
 
-@exercise("nb11-ex3", hint="Write the top confidence of each message as a function of T (softmax of the logs divided "
+@exercise("nb12-ex3", hint="Write the top confidence of each message as a function of T (softmax of the logs divided "
           "by T), then try temperatures between 0.5 and 1, or let scipy.optimize.brentq find where the difference is 0.",
           expects="a temperature, e.g. 0.8")
 def _temperature_where_ranking_flips(answer: Any) -> bool:
@@ -531,10 +531,10 @@ def _temperature_where_ranking_flips(answer: Any) -> bool:
     return _close(answer, crossing, tolerance=0.006)
 
 
-# --------------------------------------------------------------------------- notebook 12
+# --------------------------------------------------------------------------- notebook 13
 
 
-@exercise("nb12-ex1", hint="Walk left to right keeping blocks with their means; when a block's mean falls below the "
+@exercise("nb13-ex1", hint="Walk left to right keeping blocks with their means; when a block's mean falls below the "
           "one before it, merge the two and check again backwards.", expects="a list of six numbers")
 def _pav_by_hand(answer: Any) -> bool:
     from lib.calibration import IsotonicCalibrator
@@ -544,7 +544,7 @@ def _pav_by_hand(answer: Any) -> bool:
     return _close_all(answer, staircase, tolerance=0.005)
 
 
-@exercise("nb12-ex2", hint="Fit the staircase by hand (pool the 0.4 right and the 0.6 wrong), then count the "
+@exercise("nb13-ex2", hint="Fit the staircase by hand (pool the 0.4 right and the 0.6 wrong), then count the "
           "(right, wrong) pairs again: a tie earns half a pair.", expects="a number between 0 and 1")
 def _isotonic_auroc_on_its_own_data(answer: Any) -> bool:
     import numpy as np
@@ -557,7 +557,7 @@ def _isotonic_auroc_on_its_own_data(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, auroc(staircase, right), tolerance=0.001)
 
 
-@exercise("nb12-ex3", hint="Bins [0, 1/3), [1/3, 2/3), [2/3, 1]: each raw value gets the share right among the "
+@exercise("nb13-ex3", hint="Bins [0, 1/3), [1/3, 2/3), [2/3, 1]: each raw value gets the share right among the "
           "calibration answers in its bin.", expects="a pair of numbers: (value for 0.55, value for 0.92)")
 def _histogram_binning_by_hand(answer: Any) -> bool:
     import numpy as np
@@ -569,21 +569,21 @@ def _histogram_binning_by_hand(answer: Any) -> bool:
     return _close_all(answer, fitted.predict(np.array([0.55, 0.92])), tolerance=0.005)
 
 
-# --------------------------------------------------------------------------- notebook 15
+# --------------------------------------------------------------------------- notebook 16
 
 
-@exercise("nb15-ex1", hint="If the right label is among the options with probability p, asking costs p * 1 + (1 - p) * (1 + 5); "
+@exercise("nb16-ex1", hint="If the right label is among the options with probability p, asking costs p * 1 + (1 - p) * (1 + 5); "
           "set that equal to the cost of handing over and solve for p.", expects="a probability between 0 and 1")
 def _ask_break_even(answer: Any) -> bool:
     return _close(answer, 0.2, tolerance=0.005)
 
 
-@exercise("nb15-ex2", hint="k = ceil((n + 1) * (1 - alpha)) with n calibration messages.", expects="a whole number")
+@exercise("nb16-ex2", hint="k = ceil((n + 1) * (1 - alpha)) with n calibration messages.", expects="a whole number")
 def _conformal_rank(answer: Any) -> bool:
     return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 18
 
 
-@exercise("nb15-ex3", hint="Write both expected costs: ACT costs 30 minutes when the top answer is wrong; ASK costs "
+@exercise("nb16-ex3", hint="Write both expected costs: ACT costs 30 minutes when the top answer is wrong; ASK costs "
           "0.5 or 0.5 + 4 depending only on whether the right label is among the options. Set them equal "
           "and solve for p.",
           expects="a probability between 0 and 1")
@@ -591,110 +591,110 @@ def _act_over_ask_threshold(answer: Any) -> bool:
     return _close(answer, 1 - (0.95 * 0.5 + 0.05 * 4.5) / 30, tolerance=0.001)
 
 
-# --------------------------------------------------------------------------- notebook 16
+# --------------------------------------------------------------------------- notebook 17
 
 
-@exercise("nb16-ex1", hint="The boundary passed; compare the top score and the margin with their thresholds, "
+@exercise("nb17-ex1", hint="The boundary passed; compare the top score and the margin with their thresholds, "
           "then, if the retrieval gate fails, the top score with the ask threshold.",
           expects='"act", "ask", "out_of_scope" or "hand_over"')
 def _assistant_decision(answer: Any) -> bool:
     return _normalized(answer).replace(" ", "_").replace("-", "_") == "ask"
 
 
-@exercise("nb16-ex2", hint="Add exp(-0.7) and exp(-1.6) for yes, exp(-1.9) and exp(-3.0) for no, "
+@exercise("nb17-ex2", hint="Add exp(-0.7) and exp(-1.6) for yes, exp(-1.9) and exp(-3.0) for no, "
           "then divide yes by yes + no.", expects="a probability between 0 and 1")
 def _answerability_from_logprobs(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 0.7779, tolerance=0.002)
 
 
-@exercise("nb16-ex3", hint="Unjudged answers are left out: divide the answers judged right by the answers judged.",
+@exercise("nb17-ex3", hint="Unjudged answers are left out: divide the answers judged right by the answers judged.",
           expects="a number between 0 and 1")
 def _answer_precision(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 0.75, tolerance=0.005)
 
 
-# --------------------------------------------------------------------------- notebook 17
+# --------------------------------------------------------------------------- notebook 18
 
 
-@exercise("nb17-ex1", hint="A marker is valid when its number names a shown section and its quote is in that very "
+@exercise("nb18-ex1", hint="A marker is valid when its number names a shown section and its quote is in that very "
           "section; a claim with no number has no marker at all.", expects="a whole number")
 def _valid_model_markers(answer: Any) -> bool:
     return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 2
 
 
-@exercise("nb17-ex2", hint="Compare the quote with the section word by word: is every word of the quote in the "
+@exercise("nb18-ex2", hint="Compare the quote with the section word by word: is every word of the quote in the "
           "section, in that order?", expects='"yes" or "no"')
 def _quote_with_a_changed_word(answer: Any) -> bool:
     return _normalized(answer) == "no"
 
 
-@exercise("nb17-ex3", hint="Go through the clauses in order: a specific without general framing or advice, an "
+@exercise("nb18-ex3", hint="Go through the clauses in order: a specific without general framing or advice, an "
           "obligation without a hedge, a permission granted as fact, an opening Yes or No.", expects='"yes" or "no"')
 def _free_parking_flagged(answer: Any) -> bool:
     return _normalized(answer) == "yes"
 
 
-# --------------------------------------------------------------------------- notebook 18
+# --------------------------------------------------------------------------- notebook 19
 
 
-@exercise("nb18-ex1", hint="Answering costs 20 minutes times the chance the answer is wrong; handing over costs 5. "
+@exercise("nb19-ex1", hint="Answering costs 20 minutes times the chance the answer is wrong; handing over costs 5. "
           "Set the two equal and solve for P(right).", expects="a probability between 0 and 1")
 def _act_over_hand_over_break_even(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 1 - 5 / 20, tolerance=0.002)
 
 
-@exercise("nb18-ex2", hint="With probability 0.7 the question back is all it costs; otherwise the hand-over "
+@exercise("nb19-ex2", hint="With probability 0.7 the question back is all it costs; otherwise the hand-over "
           "follows it. Weight the two costs by their chances.", expects="minutes, a number")
 def _expected_ask_cost(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, 0.7 * 2 + 0.3 * (2 + 4), tolerance=0.01)
 
 
-@exercise("nb18-ex3", hint="Price all three: answering costs 15 times P(wrong); asking costs 2, plus 4 when the "
+@exercise("nb19-ex3", hint="Price all three: answering costs 15 times P(wrong); asking costs 2, plus 4 when the "
           "heading is not the right one; handing over costs 4. Take the cheapest.",
           expects='"act", "ask" or "hand_over"')
 def _cheapest_decision(answer: Any) -> bool:
     return _normalized(answer).replace(" ", "_").replace("-", "_") == "ask"
 
 
-# --------------------------------------------------------------------------- notebook 08
+# --------------------------------------------------------------------------- notebook 09
 
 
-@exercise("nb08-ex1", hint="Each word's probability is the share of right answers among the calibration answers "
+@exercise("nb09-ex1", hint="Each word's probability is the share of right answers among the calibration answers "
           "that said it; a word nobody said gets the share right over all of them.",
           expects="a pair of probabilities: (certain, unsure)")
 def _category_map_by_hand(answer: Any) -> bool:
     return _close_all(answer, (31 / 50, (31 + 9 + 2) / 80), tolerance=0.005)
 
 
-@exercise("nb08-ex2", hint="There are 2 x 2 (right, wrong) pairs; a pair in the right order counts 1, a tie one half. "
+@exercise("nb09-ex2", hint="There are 2 x 2 (right, wrong) pairs; a pair in the right order counts 1, a tie one half. "
           "Count them before the map, then again with the mapped values.",
           expects="a pair of numbers between 0 and 1: (before, after)")
 def _isotonic_ties_a_right_pair(answer: Any) -> bool:
     return _close_all(answer, (3.5 / 4, 3 / 4), tolerance=0.001)
 
 
-@exercise("nb08-ex3", hint="No was not among the candidates, so it has at most the lowest candidate's probability: "
+@exercise("nb09-ex3", hint="No was not among the candidates, so it has at most the lowest candidate's probability: "
           "count it at exp(-5.0) and renormalise exp(-0.1) over the two.", expects="a probability between 0 and 1")
 def _bounded_p_true(answer: Any) -> bool:
     return not isinstance(answer, bool) and _close(answer, math.exp(-0.1) / (math.exp(-0.1) + math.exp(-5.0)),
                                                    tolerance=0.0005)
 
 
-# --------------------------------------------------------------------------- notebook 19
+# --------------------------------------------------------------------------- notebook 20
 
 
-@exercise("nb19-ex1", hint="Right for both counts in both totals; subtract it from the smaller model's.", expects="a count")
+@exercise("nb20-ex1", hint="Right for both counts in both totals; subtract it from the smaller model's.", expects="a count")
 def _only_the_smaller_model_right(answer: Any) -> bool:
     return not isinstance(answer, bool) and answer == 820 - 790
 
 
-@exercise("nb19-ex2", hint="ECE compares each bin's confidence with its accuracy, and here there is one bin; AUROC "
+@exercise("nb20-ex2", hint="ECE compares each bin's confidence with its accuracy, and here there is one bin; AUROC "
           "needs a right answer ranked above a wrong one, and every answer has the same score.",
           expects="a pair of numbers: (ECE, AUROC)")
 def _calibrated_but_blind(answer: Any) -> bool:
     return _close_all(answer, (0.0, 0.5), tolerance=0.001)
 
 
-@exercise("nb19-ex3", hint="Staff minutes = messages not acted on x 4, for each model.", expects='"small" or "large"')
+@exercise("nb20-ex3", hint="Staff minutes = messages not acted on x 4, for each model.", expects='"small" or "large"')
 def _more_acted_saves_more(answer: Any) -> bool:
     return _normalized(answer) == "large"

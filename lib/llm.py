@@ -13,7 +13,7 @@ what to use instead; it never makes numbers up.
 
 Probabilities reported per generated token are those of the model before any grammar
 mask and at temperature 1, which is what llama-server and llama-cpp-python's server report
-too. Lesson 06 shows why that matters.
+too. Lesson 07 shows why that matters.
 
 Deciders that read several distributions from one prompt (`lib.decisions`) use the embedded
 backend's public evaluation API: `prompt_ids`, `evaluate`, `continuation` (a prompt

@@ -120,7 +120,7 @@ def renormalize(
     differently, so it is read as A and not as off-label mass. Every reader in `lib` follows
     this rule (`lib.code_steps.read_code`, the deciders in `lib.decisions`, the yes/no probe
     in `lib.assistant`). In this workbook's recorded replies a leading-space letter carries at
-    most about 0.001 at a group step (notebook 05 measures it), so the rule moves a
+    most about 0.001 at a group step (notebook 06 measures it), so the rule moves a
     renormalised probability by at most about that much.
 
     Returns (probabilities, off_label_mass):

@@ -445,7 +445,7 @@ def pending_recordings(folder: Path = RECORDINGS_DIR, run_id: int | None = None)
 
 
 def _recording_name(pending: Path) -> str:
-    """`05-grammars` for `05-grammars.jsonl.1234.new`."""
+    """`06-grammars` for `06-grammars.jsonl.1234.new`."""
     return pending.name.rsplit(".jsonl.", 1)[0]
 
 

@@ -17,8 +17,8 @@ What is here:
 - `cluster_by_embedding`: the same clustering with cosine similarity >= a threshold.
 - `discrete_semantic_entropy`: entropy (in nats) of the cluster frequencies.
 - `rand_agreement`: how often two clusterings agree on "same cluster or not" for a pair.
-- `short_answer_messages`, `sample_answers`: the prompt and the sampling of notebooks 06
-  and 09 (one greedy answer with token probabilities, then seeded samples).
+- `short_answer_messages`, `sample_answers`: the prompt and the sampling of notebooks 07
+  and 10 (one greedy answer with token probabilities, then seeded samples).
 - `auroc_difference`: the paired bootstrap of the difference between two signals' AUROC.
 - `cascade_confidence`: cheap calibrated confidence first; only the answers below a
   threshold pay for semantic entropy, which then joins in their score.
@@ -192,12 +192,12 @@ def max_entropy(n: int) -> float:
 
 SHORT_ANSWER_SYSTEM = ("Answer the question from the handbook section below. Reply with the answer only, "
                        "in a few words, not a sentence.\n\n{context}")
-"""The instructions for the short answers of notebooks 06 and 09; `{context}` is the retrieved section."""
+"""The instructions for the short answers of notebooks 07 and 10; `{context}` is the retrieved section."""
 SHORT_ANSWER_MAX_TOKENS = 12
 SAMPLE_TEMPERATURE = 0.7
 N_SAMPLES = 4
 GREEDY_TOP_LOGPROBS = 5
-"""Candidates kept per token of the greedy answer (notebook 06 reads them)."""
+"""Candidates kept per token of the greedy answer (notebook 07 reads them)."""
 
 
 def short_answer_messages(question: str, context: str) -> list[dict[str, str]]:
@@ -209,7 +209,7 @@ def short_answer_messages(question: str, context: str) -> list[dict[str, str]]:
 def greedy_answer(llm: Any, question: str, context: str, *, max_tokens: int = SHORT_ANSWER_MAX_TOKENS,
                   top_logprobs: int = GREEDY_TOP_LOGPROBS) -> Any:
     """The short answer at temperature 0 (a `Completion`), with `top_logprobs` candidates per token:
-    the answer whose token probabilities notebook 06 reads."""
+    the answer whose token probabilities notebook 07 reads."""
     return llm.chat(short_answer_messages(question, context), max_tokens=max_tokens, temperature=0.0,
                     top_logprobs=top_logprobs)
 

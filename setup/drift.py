@@ -5,7 +5,7 @@
     python setup/drift.py --settings cold --limit 20 --kinds answer
     python setup/drift.py --table                  # only print the table of the saved runs
 
-Each setting is a resumable saved run, data/results/drift-{setting}.jsonl, read by notebook 06.
+Each setting is a resumable saved run, data/results/drift-{setting}.jsonl, read by notebook 07.
 Threads and batch size come from the setting (not WORKBOOK_THREADS). The server setting starts
 `python -m llama_cpp.server` on 127.0.0.1 with the same model file and stops it afterwards.
 The whole measurement takes hours on 2 cores: the cold setting computes the 77-intent system

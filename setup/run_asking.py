@@ -1,4 +1,4 @@
-"""Produce (or resume) the saved runs of notebook 08, asking the model (see lib/asking.py).
+"""Produce (or resume) the saved runs of notebook 09, asking the model (see lib/asking.py).
 
     python setup/run_asking.py                                   # every run, live model
     python setup/run_asking.py --run asking-handbook             # one run

@@ -1,7 +1,7 @@
 """Execute every notebook live against the workbook's model behind llama-cpp-python's server.
 
     python setup/run_server.py                   # all notebooks (make run-server)
-    python setup/run_server.py --only 05-grammars
+    python setup/run_server.py --only 06-grammars
 
 This is the classroom set-up on one machine: the pinned model is started behind
 `python -m llama_cpp.server` on 127.0.0.1 (the README's command, with the context size of

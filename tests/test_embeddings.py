@@ -108,7 +108,7 @@ def _not_saved(name: str, texts: list[str]) -> list[str]:
 def test_the_handbook_vectors_are_complete_and_current():
     """The committed vectors cover every handbook text the notebooks embed (notebook 02's chunkings,
     the questions, the in-scope examples) and were made by the installed MiniLM, so the notebooks
-    read them all: notebook 02 never writes the file, and 06, 08, 09 and 16 read it without writing (`read_only=True`)."""
+    read them all: notebook 02 never writes the file, and 07, 09, 10 and 17 read it without writing (`read_only=True`)."""
     from lib import indexes
     from lib.datasets import load_corpus, load_questions, load_scope_examples
 
@@ -120,14 +120,14 @@ def test_the_handbook_vectors_are_complete_and_current():
 
 
 def test_the_semantic_entropy_answer_vectors_are_complete_and_current():
-    """Notebook 09 clusters every saved short answer by embedding; the committed vectors cover
-    them all and were made by the installed MiniLM, so a run of 09 reads them and never writes."""
+    """Notebook 10 clusters every saved short answer by embedding; the committed vectors cover
+    them all and were made by the installed MiniLM, so a run of 10 reads them and never writes."""
     from lib.question_runs import HANDBOOK, load_run
 
     _, answers = load_run(HANDBOOK)
     texts = answers["greedy"].tolist() + [text for samples in answers["samples"] for text in samples]
     missing = _not_saved("semantic-entropy.npz", texts)
-    assert not missing, (f"{len(missing)} answers of {HANDBOOK} have no saved vector; run notebook 09 "
+    assert not missing, (f"{len(missing)} answers of {HANDBOOK} have no saved vector; run notebook 10 "
                          "and commit data/embeddings/semantic-entropy.npz")
 
 

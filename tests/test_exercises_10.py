@@ -1,26 +1,26 @@
 """The notebook 10 exercise checkers accept the right answer and reject wrong ones."""
-from lib.calibration import ece
+import math
+
 from lib.exercises import is_correct
+from lib.semantic_entropy import discrete_semantic_entropy
 
 
-def test_ex1_ece_by_hand():
-    assert is_correct("nb10-ex1", ece([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]))[0]
-    assert is_correct("nb10-ex1", 0.4)[0]
-    assert not is_correct("nb10-ex1", 0.2)[0]
-    assert not is_correct("nb10-ex1", "small")[0]
+def test_ex1_entropy():
+    assert is_correct("nb10-ex1", discrete_semantic_entropy([0, 0, 1, 1, 2]))[0]
+    assert not is_correct("nb10-ex1", math.log(3))[0]
+    assert not is_correct("nb10-ex1", "a lot")[0]
 
 
-def test_ex2_brier_by_hand():
-    assert is_correct("nb10-ex2", (0.9**2 + 0.1**2 + 0.4**2 + 0.4**2) / 4)[0]
-    assert is_correct("nb10-ex2", 0.285)[0]
-    assert not is_correct("nb10-ex2", 0.4)[0]  # the ECE of exercise 1
-    assert not is_correct("nb10-ex2", (0.9 + 0.1 + 0.4 + 0.4) / 4)[0]  # absolute, not squared
-    assert not is_correct("nb10-ex2", None)[0]
+def test_ex2_calls():
+    assert is_correct("nb10-ex2", 10)[0]
+    assert not is_correct("nb10-ex2", 20)[0]
 
 
-def test_ex3_constant_brier_by_hand():
-    assert is_correct("nb10-ex3", (0.75**2 + 3 * 0.25**2) / 4)[0]
-    assert is_correct("nb10-ex3", 0.1875)[0]
-    assert not is_correct("nb10-ex3", 0.285)[0]
-    assert not is_correct("nb10-ex3", 0.0)[0]  # the constant's ECE, not its Brier score
-    assert not is_correct("nb10-ex3", "lower")[0]
+def test_ex3_cascade_confidence_by_hand():
+    semantic = 1 - math.log(2) / math.log(4)  # clusters [0, 0, 1, 1]: two meanings, two samples each
+    assert is_correct("nb10-ex3", 0.8 * (0.70 / 0.8 + semantic) / 2)[0]
+    assert is_correct("nb10-ex3", 0.55)[0]
+    assert not is_correct("nb10-ex3", 0.70)[0]  # the calibrated confidence alone
+    assert not is_correct("nb10-ex3", (0.70 + semantic) / 2)[0]  # the mean, not scaled back below the threshold
+    assert not is_correct("nb10-ex3", True)[0]
+    assert not is_correct("nb10-ex3", "about a half")[0]

@@ -5,8 +5,8 @@ from setup.load_test import LevelResult, Request, notebook_requests, report, run
 
 
 def test_a_notebooks_requests_come_from_its_recording_and_prefix_calls_are_left_out():
-    requests, left_out = notebook_requests("05-grammars")
-    assert requests and left_out >= 1  # 05 reads one intent letter after a partial reply
+    requests, left_out = notebook_requests("06-grammars")
+    assert requests and left_out >= 1  # 06 reads one intent letter after a partial reply
     assert all(not (r.method == "next_token_logprobs" and r.arguments.get("prefix")) for r in requests)
     assert {"chat + grammar", "tokenize"} <= {r.kind for r in requests}
 

@@ -104,7 +104,7 @@ def private_names(code: str) -> list[str]:
 def test_the_checks_catch_what_they_should():
     assert missing_files("see `data/results/` and lib/runs.py and setup/run_results.py, data/LABEL_GROUPS.md.") == []
     assert missing_files("see `data/no-such-file.jsonl` and COURSE.md") == ["COURSE.md", "data/no-such-file.jsonl"]
-    assert missing_files("[next](10-reliability.ipynb), [web](https://example.org), [here](#top), [up](../README.md)") == []
+    assert missing_files("[next](11-reliability.ipynb), [web](https://example.org), [here](#top), [up](../README.md)") == []
     assert missing_files("[gone](99-nothing.ipynb) and ../shared/COURSE.md") == ["../shared/COURSE.md", "99-nothing.ipynb"]
     assert missing_files("files like data/results/<task>-<split>-<method>.jsonl") == []
     assert private_names("import lib.runs as R\nR._helper(1)\nfrom lib.runs import _x, load_results\nlib.runs._y") == [
@@ -137,7 +137,7 @@ def test_each_notebook_links_to_the_previous_and_the_next(index):
             f"{NOTEBOOKS[index].name} should end with a link to {NOTEBOOKS[index + 1].name}"
 
 
-# A link into a section of a notebook: [the argument](09-semantic-entropy.ipynb#Some-heading).
+# A link into a section of a notebook: [the argument](10-semantic-entropy.ipynb#Some-heading).
 SECTION_LINK = re.compile(r"\]\(([\w-]+\.ipynb)#([^)\s]+)\)")
 
 
@@ -172,7 +172,7 @@ def test_section_links_name_a_heading_that_exists(path):
 
 # "notebook 07", "notebooks 06 and 08-12", "Notebooks 09-11": every number must be a notebook.
 NOTEBOOK_NUMBERS = re.compile(r"\b[Nn]otebooks?\s+(\d\d(?:(?:,\s*|\s+and\s+|\s+or\s+|-|–|\s+to\s+)\d\d)*)\b")
-# A link to a notebook whose text carries a number: [Next: 09 · Semantic entropy →](09-semantic-entropy.ipynb).
+# A link to a notebook whose text carries a number: [Next: 10 · Semantic entropy →](10-semantic-entropy.ipynb).
 NUMBERED_LINK = re.compile(r"\[[^\]]*?(?<![\d.])(\d\d) · [^\]]*\]\((\d\d)-[\w-]+\.ipynb\)")
 # A dotted lib name written out, e.g. lib.intervals.bootstrap_interval or lib.runs.
 LIB_NAME = re.compile(r"(?<![\w.])lib(?:\.[A-Za-z_]\w*)+")

@@ -159,12 +159,12 @@ def test_reply_kind_tells_listed_labels_from_invented_ones():
 
 
 def test_every_saved_run_names_the_notebooks_it_serves():
-    assert RUNS["banking77-grammar-vs-free"].recordings == ("05-grammars",)
+    assert RUNS["banking77-grammar-vs-free"].recordings == ("06-grammars",)
 
 
 def test_notebook_05_runs_replay_its_recordings_and_decide_each_message_both_ways():
     for name in ("banking77-routed-codes", "banking77-injection", "clinc150-injection"):
-        assert RUNS[name].recordings == ("05-grammars",)
+        assert RUNS[name].recordings == ("06-grammars",)
     for task, n in (("banking77", 6), ("clinc150", 5)):
         items = injection_items(task)
         assert len(items) == 2 * n and [item["version"] for item in items[:2]] == ["as sent", "injected"]

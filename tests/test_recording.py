@@ -89,8 +89,8 @@ def test_record_mode_starts_the_file_afresh(tmp_path, demo_recording, embedded) 
 
 
 def test_missing_recording_names_notebook_and_command(tmp_path) -> None:
-    llm = _recorded(tmp_path, "replay", _no_backend, name="05-grammars")
-    with pytest.raises(RecordingMissingError, match=r"05-grammars.*make record NB=05-grammars"):
+    llm = _recorded(tmp_path, "replay", _no_backend, name="06-grammars")
+    with pytest.raises(RecordingMissingError, match=r"06-grammars.*make record NB=06-grammars"):
         llm.tokenize("never recorded")
 
 
