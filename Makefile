@@ -44,8 +44,9 @@ update: setup         ## like record, but only requests not yet recorded call th
 refresh: setup        ## rewrite notebook outputs from recordings and the current data/results (no model)
 	$(PY) setup/run_notebooks.py --refresh --only "$(NB)"
 
-results: setup       ## run or resume every saved run (resumable): committees (minutes), BANKING77 / CLINC150 (hours on 2 cores), the questions of 06-10/17
+results: setup       ## run or resume every saved run (resumable): committees (minutes), tool conversations (about an hour), BANKING77 / CLINC150 (hours on 2 cores), the questions of 06-10/17
 	$(PY) setup/run_committees.py
+	$(PY) setup/run_tools.py
 	$(PY) setup/run_results.py
 	$(PY) setup/run_question_runs.py
 	$(PY) setup/run_asking.py

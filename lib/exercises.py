@@ -1,112 +1,20 @@
-"""Exercises at the end of each notebook, checked without ever printing the solution.
+"""The exercises at the end of each notebook, each a checker registered under its id.
 
-A notebook calls `check("nb00-ex1", answer)`; it prints "correct" or a hint. Each exercise is a checker function registered here under its id with the hint a
-learner sees on a wrong answer. Checkers compare with the expected answer in code, and a
-malformed answer (wrong type, unparsable) counts as wrong with a note on what was expected.
+A notebook calls `check("nb00-ex1", answer)` from here; it prints "correct" or a hint, never the
+solution (`lib.answers` judges; this module holds what is judged). Checkers compare with the
+expected answer in code.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
+from lib.answers import all_close_to, check, close_to, exercise, exercise_ids, is_correct, normalized_answer
 
-from lib.text import normalize_text
-
-__all__ = [
-    "Exercise", "exercise", "exercise_ids", "plain_answer", "is_correct", "check", "NB03_EX1_QUOTES",
-    "NB04_EX1_COMMITTEE",
-]
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """One exercise: how to judge an answer and what to tell a learner who is not there yet."""
-
-    exercise_id: str
-    is_correct: Callable[[Any], bool]
-    hint: str
-    expects: str
-
-
-_REGISTRY: dict[str, Exercise] = {}
-
-
-def exercise(exercise_id: str, *, hint: str, expects: str) -> Callable[[Callable[[Any], bool]], Callable[[Any], bool]]:
-    """Register a checker function under `exercise_id` (decorator)."""
-
-    def register(is_correct: Callable[[Any], bool]) -> Callable[[Any], bool]:
-        if exercise_id in _REGISTRY:
-            raise ValueError(f"exercise {exercise_id!r} is registered twice")
-        _REGISTRY[exercise_id] = Exercise(exercise_id, is_correct, hint, expects)
-        return is_correct
-
-    return register
-
-
-def exercise_ids() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def plain_answer(answer: Any) -> Any:
-    """`answer` as the Python value a checker compares: a numpy scalar or 0-d array becomes its
-    Python `int`, `float`, `bool` or `str` (`np.int64(18)` is `18`, `np.True_` is `True`);
-    anything else is returned unchanged.
-
-    A learner who computes an answer with numpy or pandas gets numpy scalars, and a checker that
-    asks `isinstance(answer, bool)` or `isinstance(answer, int)` would call a right answer wrong.
-    """
-    if isinstance(answer, (np.generic, np.ndarray)) and np.ndim(answer) == 0:
-        return answer.item()
-    return answer
-
-
-def is_correct(exercise_id: str, answer: Any) -> tuple[bool, str]:
-    """Judge `answer` without printing: (correct, note on what was expected if it was malformed).
-
-    Every checker sees `plain_answer(answer)`. Any answer gets a verdict, never a traceback: a
-    checker that cannot read it (a string where a number belongs, `10**400` or `inf` where a whole
-    number belongs, `None`, a list, any object) raises, and that counts as wrong with the note.
-    """
-    if exercise_id not in _REGISTRY:
-        raise KeyError(f"no exercise {exercise_id!r}; known: {', '.join(exercise_ids())}")
-    item = _REGISTRY[exercise_id]
-    try:
-        return bool(item.is_correct(plain_answer(answer))), ""
-    except Exception:  # whatever a malformed answer makes a checker raise; a learner gets the hint
-        return False, f" (expected {item.expects})"
-
-
-def check(exercise_id: str, answer: Any) -> None:
-    """Print "correct" or a hint for `answer`; never the solution."""
-    correct, note = is_correct(exercise_id, answer)
-    item = _REGISTRY[exercise_id]
-    if correct:
-        print(f"✅ {exercise_id}: correct")
-    else:
-        print(f"❌ {exercise_id}: not yet{note}. Hint: {item.hint}")
-
-
-def _normalized(text: Any) -> str:
-    """A typed answer as it is compared: `lib.text.normalize_text`, without surrounding quote marks."""
-    if not isinstance(text, str):
-        raise TypeError("expected a string")
-    return normalize_text(text).strip("'\"` ")
-
-
-def _close(value: Any, expected: float, *, tolerance: float) -> bool:
-    number = float(value)
-    return math.isfinite(number) and abs(number - expected) <= tolerance
-
-
-def _close_all(values: Any, expected: Sequence[float], *, tolerance: float) -> bool:
-    """Whether `values` is a sequence of numbers as long as `expected` and each within `tolerance`."""
-    if isinstance(values, (str, bytes)) or len(values) != len(expected):
-        return False
-    return all(not isinstance(v, bool) and _close(v, e, tolerance=tolerance) for v, e in zip(values, expected))
+__all__ = ["check", "is_correct", "exercise_ids", "NB03_EX1_QUOTES", "NB04_EX1_COMMITTEE", "NB05_EX1_MISREAD"]
+"""`check`, `is_correct` and `exercise_ids` are `lib.answers`'s, imported from here so that the
+exercises are registered first."""
 
 
 # --------------------------------------------------------------------------- notebook 00
@@ -115,19 +23,19 @@ def _close_all(values: Any, expected: Sequence[float], *, tolerance: float) -> b
 @exercise("nb00-ex1", hint="Reading and writing take separate times: prompt tokens over the reading speed, plus "
           "reply tokens over the writing speed.", expects="a number of seconds")
 def _reply_seconds(answer: Any) -> bool:
-    return _close(answer, 300 / 60 + 120 / 8, tolerance=0.05)
+    return close_to(answer, 300 / 60 + 120 / 8, tolerance=0.05)
 
 
 @exercise("nb00-ex2", hint="max_tokens stops generation before the model ends its answer; print "
           "completion.finish_reason for a reply cut short.", expects="a finish reason, as a string")
 def _cut_short_reason(answer: Any) -> bool:
-    return _normalized(answer) == "length"
+    return normalized_answer(answer) == "length"
 
 
 @exercise("nb00-ex3", hint="Only the lower-case spellings are allowed; divide the allowed token's probability "
           "by the total probability of the allowed tokens.", expects="a probability between 0 and 1")
 def _renormalised_yes(answer: Any) -> bool:
-    return _close(answer, 0.30 / (0.30 + 0.05), tolerance=0.005)
+    return close_to(answer, 0.30 / (0.30 + 0.05), tolerance=0.005)
 
 
 # --------------------------------------------------------------------------- notebooks 01 and 02
@@ -136,7 +44,7 @@ def _renormalised_yes(answer: Any) -> bool:
 @exercise("nb01-ex1", hint="Print the id and heading of every section whose doc starts with 'helpdesk/' "
           "and look for the one about failed sign-ins.", expects="a section id, as a string such as 'handbook/stipends'")
 def _lockout_section(answer: Any) -> bool:
-    return _normalized(answer) == "helpdesk/passwords/account-lockout"
+    return normalized_answer(answer) == "helpdesk/passwords/account-lockout"
 
 
 @exercise("nb01-ex2", hint="Go through the three parts of the rule one reply at a time: case and spacing are "
@@ -144,7 +52,7 @@ def _lockout_section(answer: Any) -> bool:
           "character before and after them must not be a letter or a digit.",
           expects="the letters of the replies counted as right, as a string such as 'ace'")
 def _strict_match(answer: Any) -> bool:
-    letters = _normalized(answer).replace(",", "").replace(" ", "")
+    letters = normalized_answer(answer).replace(",", "").replace(" ", "")
     if not letters or set(letters) - set("abcde"):
         raise ValueError("expected letters from a to e")
     return sorted(letters) == ["b", "d"]
@@ -153,25 +61,25 @@ def _strict_match(answer: Any) -> bool:
 @exercise("nb01-ex3", hint="Reading time is prompt tokens divided by prompt tokens per second.",
           expects="a number of seconds")
 def _reading_seconds(answer: Any) -> bool:
-    return _close(answer, 20_000 / 50, tolerance=0.5)
+    return close_to(answer, 20_000 / 50, tolerance=0.5)
 
 
 @exercise("nb02-ex1", hint="Divide the dot product by the product of the two lengths; "
           "both vectors here have length 5.", expects="a number between -1 and 1")
 def _cosine_by_hand(answer: Any) -> bool:
-    return _close(answer, 24 / 25, tolerance=0.005)
+    return close_to(answer, 24 / 25, tolerance=0.005)
 
 
 @exercise("nb02-ex2", hint="Each question contributes 1/rank of its first gold chunk, and 0 when it was never "
           "found; MRR is the mean over all four questions.", expects="a number between 0 and 1")
 def _mrr_by_hand(answer: Any) -> bool:
-    return _close(answer, (1 + 1 / 3 + 1 / 2 + 0) / 4, tolerance=0.005)
+    return close_to(answer, (1 + 1 / 3 + 1 / 2 + 0) / 4, tolerance=0.005)
 
 
 @exercise("nb02-ex3", hint="Compute the margin (best minus runner-up) and compare both numbers with "
           "the gate's two thresholds printed above.", expects='"act", "ask" or "out_of_scope"')
 def _route_for_tiny_margin(answer: Any) -> bool:
-    return _normalized(answer).replace(" ", "_") == "ask"
+    return normalized_answer(answer).replace(" ", "_") == "ask"
 
 
 # ---- notebook 03
@@ -208,9 +116,9 @@ def _predicted_verdicts(answer: Any) -> bool:
     from lib.quotes import verify_quote
 
     if isinstance(answer, str):
-        chosen = set(_normalized(answer).replace(",", " ").replace(" ", ""))
+        chosen = set(normalized_answer(answer).replace(",", " ").replace(" ", ""))
     elif isinstance(answer, (list, tuple, set, frozenset)) and all(isinstance(letter, str) for letter in answer):
-        chosen = {_normalized(letter) for letter in answer}
+        chosen = {normalized_answer(letter) for letter in answer}
     else:
         raise TypeError("expected a string of letters")
     if not chosen <= set(NB03_EX1_QUOTES):
@@ -279,7 +187,7 @@ def _predicted_violations(answer: Any) -> bool:
 
     if isinstance(answer, str) or not all(isinstance(name, str) for name in answer):
         raise TypeError("expected a list of rule names")
-    predicted = {_normalized(name) for name in answer}
+    predicted = {normalized_answer(name) for name in answer}
     if not predicted <= set(RULE_NAMES):
         raise ValueError(f"unknown rule names {sorted(predicted - set(RULE_NAMES))}")
     committee = [CommitteeMember(name=name, is_advisor=advisor, has_faculty_appointment=faculty,
@@ -336,6 +244,44 @@ def _member_that_fixes_the_committee(answer: Any) -> bool:
     return check_committee([*committee, chosen[0]], case["home_department"]).ok
 
 
+# ---- notebook 05
+
+
+NB05_EX1_MISREAD = ("Hannah Whitcombe", "is_advisor")
+"""The member and the field the model misread in the saved conversation of `coadvised-chemistry-valid`,
+which notebook 05 prints for nb05-ex1."""
+
+
+def _name_and_field(answer: Any, name: str, field: str) -> bool:
+    """Whether `answer` is the pair (member's name, CommitteeMember field) `(name, field)`."""
+    from lib.extraction import normalized_name
+
+    if isinstance(answer, str) or len(answer) != 2 or not all(isinstance(part, str) for part in answer):
+        raise TypeError("expected a pair (name, field)")
+    return normalized_name(answer[0]) == normalized_name(name) and normalized_answer(answer[1]) == field
+
+
+@exercise("nb05-ex1", hint="Go through the check_committee call member by member and field by field, and find the "
+          "fact the message states otherwise.", expects='a pair (name, field), e.g. ("Ada Lovelace", "is_advisor")')
+def _misread_fact(answer: Any) -> bool:
+    return _name_and_field(answer, *NB05_EX1_MISREAD)
+
+
+@exercise("nb05-ex2", hint="Code copies the checker, not the model: count the faculty appointments, the members in "
+          "Computer Science and the outside members.", expects='a pair (verdict, list of rule names)')
+def _code_written_verdict(answer: Any) -> bool:
+    verdict, rules = answer
+    if isinstance(rules, str):
+        raise TypeError("expected a list of rule names")
+    return normalized_answer(verdict) == "invalid" and sorted(normalized_answer(rule) for rule in rules) == ["faculty"]
+
+
+@exercise("nb05-ex3", hint="Try both values of each unstated fact with check_committee: only one changes the "
+          "verdict.", expects='a pair (name, field), e.g. ("Ada Lovelace", "is_advisor")')
+def _fact_to_ask(answer: Any) -> bool:
+    return _name_and_field(answer, "Ana Ruiz", "has_faculty_appointment")
+
+
 # --------------------------------------------------------------------------- notebook 10
 
 
@@ -343,7 +289,7 @@ def _member_that_fixes_the_committee(answer: Any) -> bool:
           expects="a number of nats, e.g. 0.5")
 def _semantic_entropy_by_hand(answer: Any) -> bool:
     shares = (0.4, 0.4, 0.2)
-    return _close(answer, -sum(p * math.log(p) for p in shares), tolerance=0.005)
+    return close_to(answer, -sum(p * math.log(p) for p in shares), tolerance=0.005)
 
 
 @exercise("nb10-ex2", hint="The k-th answer is compared with one representative per existing cluster, and "
@@ -359,7 +305,7 @@ def _cascade_by_hand(answer: Any) -> bool:
 
     semantic = 1 - discrete_semantic_entropy([0, 0, 1, 1]) / max_entropy(4)
     expected = float(cascade_confidence([0.70], [semantic], 0.8)[0])
-    return not isinstance(answer, bool) and _close(answer, expected, tolerance=0.005)
+    return not isinstance(answer, bool) and close_to(answer, expected, tolerance=0.005)
 
 
 # --------------------------------------------------------------------------- notebook 06
@@ -380,13 +326,13 @@ def _lazy_grammar_invalid_codes(answer: Any) -> bool:
 @exercise("nb06-ex2", hint="The off-label mass is the probability the model gave to candidates the grammar "
           "forbids at that step: everything that is not a group letter.", expects="a number between 0 and 1")
 def _off_label_by_hand(answer: Any) -> bool:
-    return _close(answer, 0.15 + 0.10, tolerance=0.005)
+    return close_to(answer, 0.15 + 0.10, tolerance=0.005)
 
 
 @exercise("nb06-ex3", hint="In a three-token reply the intent letter is chosen at step 3; keep only the intent "
           "letters of group B at that step and renormalise.", expects="a probability between 0 and 1")
 def _three_token_intent(answer: Any) -> bool:
-    return _close(answer, 0.30 / (0.30 + 0.10), tolerance=0.005)
+    return close_to(answer, 0.30 / (0.30 + 0.10), tolerance=0.005)
 
 
 # --------------------------------------------------------------------------- notebook 11
@@ -397,7 +343,7 @@ def _three_token_intent(answer: Any) -> bool:
 def _ece_by_hand(answer: Any) -> bool:
     from lib.calibration import ece
 
-    return _close(answer, ece([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.005)
+    return close_to(answer, ece([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.005)
 
 
 @exercise("nb11-ex2", hint="Square (confidence - outcome) for each answer, outcome 1 if right and 0 if wrong, and "
@@ -405,7 +351,7 @@ def _ece_by_hand(answer: Any) -> bool:
 def _brier_by_hand(answer: Any) -> bool:
     from lib.calibration import brier
 
-    return not isinstance(answer, bool) and _close(answer, brier([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.002)
+    return not isinstance(answer, bool) and close_to(answer, brier([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.002)
 
 
 @exercise("nb11-ex3", hint="Three of the four are right, so every answer gets 0.75; square (0.75 - outcome) for each "
@@ -413,7 +359,7 @@ def _brier_by_hand(answer: Any) -> bool:
 def _constant_brier_by_hand(answer: Any) -> bool:
     from lib.calibration import brier
 
-    return not isinstance(answer, bool) and _close(answer, brier([0.75] * 4, [0, 1, 1, 1]), tolerance=0.002)
+    return not isinstance(answer, bool) and close_to(answer, brier([0.75] * 4, [0, 1, 1, 1]), tolerance=0.002)
 
 
 # --------------------------------------------------------------------------- notebooks 07 and 08
@@ -422,26 +368,26 @@ def _constant_brier_by_hand(answer: Any) -> bool:
 @exercise("nb07-ex1", hint="Perplexity is exp(-mean log-probability); the logs here are ln 0.5, ln 0.5 and ln 1.",
           expects="a number, e.g. 1.5")
 def _perplexity_by_hand(answer: Any) -> bool:
-    return _close(answer, math.exp(-(2 * math.log(0.5)) / 3), tolerance=0.005)
+    return close_to(answer, math.exp(-(2 * math.log(0.5)) / 3), tolerance=0.005)
 
 
 @exercise("nb07-ex2", hint="The geometric mean is exp(mean log-probability): for A, the mean of six ln 0.9 and one "
           "ln 0.1; for B, ln 0.7. Subtract B's from A's.", expects="a number, e.g. -0.1")
 def _geometric_mean_gap(answer: Any) -> bool:
     a_geometric = math.exp((6 * math.log(0.9) + math.log(0.1)) / 7)
-    return _close(answer, a_geometric - 0.7, tolerance=0.0015)
+    return close_to(answer, a_geometric - 0.7, tolerance=0.0015)
 
 
 @exercise("nb08-ex1", hint="' A' counts as 'A'; 'Hello' is off-label. Divide A's total by the allowed total.",
           expects="a probability between 0 and 1")
 def _renormalised_group(answer: Any) -> bool:
-    return _close(answer, (0.6 + 0.05) / (0.6 + 0.05 + 0.2), tolerance=0.002)
+    return close_to(answer, (0.6 + 0.05) / (0.6 + 0.05 + 0.2), tolerance=0.002)
 
 
 @exercise("nb08-ex2", hint="Renormalise over the two candidates you were given, not over all three.",
           expects="a probability between 0 and 1")
 def _too_few_candidates(answer: Any) -> bool:
-    return _close(answer, 0.5 / (0.5 + 0.3), tolerance=0.002)
+    return close_to(answer, 0.5 / (0.5 + 0.3), tolerance=0.002)
 
 
 # --------------------------------------------------------------------------- notebooks 14 and 15
@@ -450,25 +396,25 @@ def _too_few_candidates(answer: Any) -> bool:
 @exercise("nb14-ex1", hint="List every (right, wrong) pair and count the pairs where the right answer has the "
           "higher confidence; divide by the number of pairs.", expects="a number between 0 and 1")
 def _auroc_by_hand(answer: Any) -> bool:
-    return _close(answer, 0.5, tolerance=1e-6)
+    return close_to(answer, 0.5, tolerance=1e-6)
 
 
 @exercise("nb14-ex2", hint="Act on the top 1, 2, 3 answers in turn; the risk is the share of wrong answers among "
           "those acted on. AURC is the mean of the three risks.", expects="a number between 0 and 1")
 def _aurc_by_hand(answer: Any) -> bool:
-    return _close(answer, (0.0 + 0.5 + 1.0 / 3.0) / 3.0, tolerance=0.001)
+    return close_to(answer, (0.0 + 0.5 + 1.0 / 3.0) / 3.0, tolerance=0.001)
 
 
 @exercise("nb15-ex1", hint="Take the out-of-scope rows (~in_scope_test), compare their embed-logreg confidence with "
           "0.5, and take the mean of the comparison.", expects="a number between 0 and 1")
 def _clinc_handed_over_share(answer: Any) -> bool:
-    return _close(answer, _clinc_out_of_scope_handed_over(), tolerance=0.002)
+    return close_to(answer, _clinc_out_of_scope_handed_over(), tolerance=0.002)
 
 
 @exercise("nb15-ex2", hint="Keep the test rows with the right group and the wrong intent (in_candidates & ~correct); "
           "among them, take the mean of p_group >= 0.5.", expects="a number between 0 and 1")
 def _confident_group_share_of_second_step_errors(answer: Any) -> bool:
-    return _close(answer, _confident_group_among_second_step_errors(), tolerance=0.001)
+    return close_to(answer, _confident_group_among_second_step_errors(), tolerance=0.001)
 
 
 @lru_cache(maxsize=1)
@@ -503,7 +449,7 @@ def _confident_group_among_second_step_errors() -> float:
           "renormalise so they sum to 1.", expects="a number between 0 and 1")
 def _temperature_two(answer: Any) -> bool:
     top = math.sqrt(0.8) / (math.sqrt(0.8) + math.sqrt(0.2))
-    return _close(answer, top, tolerance=0.005)
+    return close_to(answer, top, tolerance=0.005)
 
 
 @exercise("nb12-ex2", hint="Put the three rows of log-probabilities in an array, right option first, and reuse "
@@ -515,7 +461,7 @@ def _temperature_fit_by_hand(answer: Any) -> bool:
 
     logprobs = np.log([[0.9, 0.1], [0.9, 0.1], [0.2, 0.8]])
     fitted = TemperatureScaling().fit(logprobs, np.zeros(3, dtype=int)).temperature_
-    return not isinstance(answer, bool) and _close(answer, fitted, tolerance=0.01)
+    return not isinstance(answer, bool) and close_to(answer, fitted, tolerance=0.01)
 
 
 @exercise("nb12-ex3", hint="Write the top confidence of each message as a function of T (softmax of the logs divided "
@@ -528,7 +474,7 @@ def _temperature_where_ranking_flips(answer: Any) -> bool:
 
     message_a, message_b = np.log([0.7, 0.3]), np.log([0.6, 0.1, 0.1, 0.1, 0.1])
     crossing = brentq(lambda t: softmax(message_a / t).max() - softmax(message_b / t).max(), 0.5, 1.0)
-    return _close(answer, crossing, tolerance=0.006)
+    return close_to(answer, crossing, tolerance=0.006)
 
 
 # --------------------------------------------------------------------------- notebook 13
@@ -541,7 +487,7 @@ def _pav_by_hand(answer: Any) -> bool:
 
     confidence, outcome = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0, 1, 1, 0, 0, 1]
     staircase = IsotonicCalibrator().fit(confidence, outcome).predict(confidence)
-    return _close_all(answer, staircase, tolerance=0.005)
+    return all_close_to(answer, staircase, tolerance=0.005)
 
 
 @exercise("nb13-ex2", hint="Fit the staircase by hand (pool the 0.4 right and the 0.6 wrong), then count the "
@@ -554,7 +500,7 @@ def _isotonic_auroc_on_its_own_data(answer: Any) -> bool:
 
     confidence, right = np.array([0.2, 0.4, 0.6, 0.8]), np.array([False, True, False, True])
     staircase = IsotonicCalibrator().fit(confidence, right).predict(confidence)
-    return not isinstance(answer, bool) and _close(answer, auroc(staircase, right), tolerance=0.001)
+    return not isinstance(answer, bool) and close_to(answer, auroc(staircase, right), tolerance=0.001)
 
 
 @exercise("nb13-ex3", hint="Bins [0, 1/3), [1/3, 2/3), [2/3, 1]: each raw value gets the share right among the "
@@ -566,7 +512,7 @@ def _histogram_binning_by_hand(answer: Any) -> bool:
 
     fitted = HistogramBinningCalibrator(n_bins=3).fit(np.array([0.1, 0.2, 0.5, 0.6, 0.9, 0.95]),
                                                       np.array([0, 1, 1, 1, 0, 1]))
-    return _close_all(answer, fitted.predict(np.array([0.55, 0.92])), tolerance=0.005)
+    return all_close_to(answer, fitted.predict(np.array([0.55, 0.92])), tolerance=0.005)
 
 
 # --------------------------------------------------------------------------- notebook 16
@@ -575,7 +521,7 @@ def _histogram_binning_by_hand(answer: Any) -> bool:
 @exercise("nb16-ex1", hint="If the right label is among the options with probability p, asking costs p * 1 + (1 - p) * (1 + 5); "
           "set that equal to the cost of handing over and solve for p.", expects="a probability between 0 and 1")
 def _ask_break_even(answer: Any) -> bool:
-    return _close(answer, 0.2, tolerance=0.005)
+    return close_to(answer, 0.2, tolerance=0.005)
 
 
 @exercise("nb16-ex2", hint="k = ceil((n + 1) * (1 - alpha)) with n calibration messages.", expects="a whole number")
@@ -588,7 +534,7 @@ def _conformal_rank(answer: Any) -> bool:
           "and solve for p.",
           expects="a probability between 0 and 1")
 def _act_over_ask_threshold(answer: Any) -> bool:
-    return _close(answer, 1 - (0.95 * 0.5 + 0.05 * 4.5) / 30, tolerance=0.001)
+    return close_to(answer, 1 - (0.95 * 0.5 + 0.05 * 4.5) / 30, tolerance=0.001)
 
 
 # --------------------------------------------------------------------------- notebook 17
@@ -598,19 +544,19 @@ def _act_over_ask_threshold(answer: Any) -> bool:
           "then, if the retrieval gate fails, the top score with the ask threshold.",
           expects='"act", "ask", "out_of_scope" or "hand_over"')
 def _assistant_decision(answer: Any) -> bool:
-    return _normalized(answer).replace(" ", "_").replace("-", "_") == "ask"
+    return normalized_answer(answer).replace(" ", "_").replace("-", "_") == "ask"
 
 
 @exercise("nb17-ex2", hint="Add exp(-0.7) and exp(-1.6) for yes, exp(-1.9) and exp(-3.0) for no, "
           "then divide yes by yes + no.", expects="a probability between 0 and 1")
 def _answerability_from_logprobs(answer: Any) -> bool:
-    return not isinstance(answer, bool) and _close(answer, 0.7779, tolerance=0.002)
+    return not isinstance(answer, bool) and close_to(answer, 0.7779, tolerance=0.002)
 
 
 @exercise("nb17-ex3", hint="Unjudged answers are left out: divide the answers judged right by the answers judged.",
           expects="a number between 0 and 1")
 def _answer_precision(answer: Any) -> bool:
-    return not isinstance(answer, bool) and _close(answer, 0.75, tolerance=0.005)
+    return not isinstance(answer, bool) and close_to(answer, 0.75, tolerance=0.005)
 
 
 # --------------------------------------------------------------------------- notebook 18
@@ -625,13 +571,13 @@ def _valid_model_markers(answer: Any) -> bool:
 @exercise("nb18-ex2", hint="Compare the quote with the section word by word: is every word of the quote in the "
           "section, in that order?", expects='"yes" or "no"')
 def _quote_with_a_changed_word(answer: Any) -> bool:
-    return _normalized(answer) == "no"
+    return normalized_answer(answer) == "no"
 
 
 @exercise("nb18-ex3", hint="Go through the clauses in order: a specific without general framing or advice, an "
           "obligation without a hedge, a permission granted as fact, an opening Yes or No.", expects='"yes" or "no"')
 def _free_parking_flagged(answer: Any) -> bool:
-    return _normalized(answer) == "yes"
+    return normalized_answer(answer) == "yes"
 
 
 # --------------------------------------------------------------------------- notebook 19
@@ -640,20 +586,20 @@ def _free_parking_flagged(answer: Any) -> bool:
 @exercise("nb19-ex1", hint="Answering costs 20 minutes times the chance the answer is wrong; handing over costs 5. "
           "Set the two equal and solve for P(right).", expects="a probability between 0 and 1")
 def _act_over_hand_over_break_even(answer: Any) -> bool:
-    return not isinstance(answer, bool) and _close(answer, 1 - 5 / 20, tolerance=0.002)
+    return not isinstance(answer, bool) and close_to(answer, 1 - 5 / 20, tolerance=0.002)
 
 
 @exercise("nb19-ex2", hint="With probability 0.7 the question back is all it costs; otherwise the hand-over "
           "follows it. Weight the two costs by their chances.", expects="minutes, a number")
 def _expected_ask_cost(answer: Any) -> bool:
-    return not isinstance(answer, bool) and _close(answer, 0.7 * 2 + 0.3 * (2 + 4), tolerance=0.01)
+    return not isinstance(answer, bool) and close_to(answer, 0.7 * 2 + 0.3 * (2 + 4), tolerance=0.01)
 
 
 @exercise("nb19-ex3", hint="Price all three: answering costs 15 times P(wrong); asking costs 2, plus 4 when the "
           "heading is not the right one; handing over costs 4. Take the cheapest.",
           expects='"act", "ask" or "hand_over"')
 def _cheapest_decision(answer: Any) -> bool:
-    return _normalized(answer).replace(" ", "_").replace("-", "_") == "ask"
+    return normalized_answer(answer).replace(" ", "_").replace("-", "_") == "ask"
 
 
 # --------------------------------------------------------------------------- notebook 09
@@ -663,20 +609,20 @@ def _cheapest_decision(answer: Any) -> bool:
           "that said it; a word nobody said gets the share right over all of them.",
           expects="a pair of probabilities: (certain, unsure)")
 def _category_map_by_hand(answer: Any) -> bool:
-    return _close_all(answer, (31 / 50, (31 + 9 + 2) / 80), tolerance=0.005)
+    return all_close_to(answer, (31 / 50, (31 + 9 + 2) / 80), tolerance=0.005)
 
 
 @exercise("nb09-ex2", hint="There are 2 x 2 (right, wrong) pairs; a pair in the right order counts 1, a tie one half. "
           "Count them before the map, then again with the mapped values.",
           expects="a pair of numbers between 0 and 1: (before, after)")
 def _isotonic_ties_a_right_pair(answer: Any) -> bool:
-    return _close_all(answer, (3.5 / 4, 3 / 4), tolerance=0.001)
+    return all_close_to(answer, (3.5 / 4, 3 / 4), tolerance=0.001)
 
 
 @exercise("nb09-ex3", hint="No was not among the candidates, so it has at most the lowest candidate's probability: "
           "count it at exp(-5.0) and renormalise exp(-0.1) over the two.", expects="a probability between 0 and 1")
 def _bounded_p_true(answer: Any) -> bool:
-    return not isinstance(answer, bool) and _close(answer, math.exp(-0.1) / (math.exp(-0.1) + math.exp(-5.0)),
+    return not isinstance(answer, bool) and close_to(answer, math.exp(-0.1) / (math.exp(-0.1) + math.exp(-5.0)),
                                                    tolerance=0.0005)
 
 
@@ -692,9 +638,9 @@ def _only_the_smaller_model_right(answer: Any) -> bool:
           "needs a right answer ranked above a wrong one, and every answer has the same score.",
           expects="a pair of numbers: (ECE, AUROC)")
 def _calibrated_but_blind(answer: Any) -> bool:
-    return _close_all(answer, (0.0, 0.5), tolerance=0.001)
+    return all_close_to(answer, (0.0, 0.5), tolerance=0.001)
 
 
 @exercise("nb20-ex3", hint="Staff minutes = messages not acted on x 4, for each model.", expects='"small" or "large"')
 def _more_acted_saves_more(answer: Any) -> bool:
-    return _normalized(answer) == "large"
+    return normalized_answer(answer) == "large"

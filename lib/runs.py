@@ -601,9 +601,16 @@ def item_run_path(name: str, results_dir: Path = RESULTS_DIR) -> Path:
     return Path(results_dir) / f"{name}.jsonl"
 
 
+_ITEM_RUN_SCRIPTS = {"asking-": "setup/run_asking.py", "tools-": "setup/run_tools.py"}
+"""The script that makes an item run, by the start of its name; any other is setup/run_question_runs.py's."""
+
+
 def _item_store(name: str, results_dir: Path, command: str | None = None) -> ResultsStore:
-    """The store of the item run `name`: rows by item position `i`, remade by `command`."""
-    return ResultsStore(item_run_path(name, results_dir), command or remake_command(f"python setup/run_question_runs.py --run {name}", results_dir),
+    """The store of the item run `name`: rows by item position `i`, remade by `command` (by default,
+    the script that makes runs of that name)."""
+    script = next((script for start, script in _ITEM_RUN_SCRIPTS.items() if name.startswith(start)),
+                  "setup/run_question_runs.py")
+    return ResultsStore(item_run_path(name, results_dir), command or remake_command(f"python {script} --run {name}", results_dir),
                         {"row": ("i",)})
 
 
