@@ -1,13 +1,15 @@
 """The saved runs behind the tool-calling notebook, and how a conversation is scored.
 
-Two runs, each made live by `python setup/run_tools.py` (part of `make results`):
+Three runs, each made live by `python setup/run_tools.py` (part of `make results`):
 
 - `tools-conversations`: every committee case, the ten dev cases of notebook 04 first and then the
   held-out cases of `data/corpus/tool_cases.jsonl`, run through `lib.tools.run_tools` with the
   grammar, a simulated student who answers a question only with the case's `user_reply`, and the
   case's first turn generated once more without the grammar (to count free turns that parse);
 - `tools-search-queries`: the dev split's answerable handbook questions, each turned by the model
-  into one `search_handbook` query, to compare with searching for the question itself.
+  into one `search_handbook` query, to compare with searching for the question itself;
+- `tools-asking-first`: the held-out committee and missing-fact cases again, with the loop's first
+  turn narrowed to a question (`first_allowed=["ask_user"]`).
 
 A row keeps each turn's text, the tool results and the seconds; `conversation_from_row` reads the
 turns again with `lib.tools.parse_action`, so a saved conversation renders and scores like a live one.
@@ -31,14 +33,15 @@ from lib.tools import (ASK_USER, MAX_STEPS, TOOL_MAX_TOKENS, Conversation, Tool,
                        search_handbook_tool, tools_system_prompt)
 
 __all__ = [
-    "CONVERSATIONS_RUN", "SEARCH_QUERIES_RUN", "FREE_MAX_TOKENS", "NO_MORE_DETAILS", "load_tool_cases",
+    "CONVERSATIONS_RUN", "SEARCH_QUERIES_RUN", "ASKING_FIRST_RUN", "asks_about", "FREE_TURN_MAX_TOKENS", "NO_MORE_DETAILS", "load_tool_cases",
     "handbook_index", "course_tools", "simulated_user", "conversation_row", "conversation_from_row", "score_conversation", "TOOL_RUNS",
     "produce_tool_run",
 ]
 
 CONVERSATIONS_RUN = "tools-conversations"
 SEARCH_QUERIES_RUN = "tools-search-queries"
-FREE_MAX_TOKENS = 300
+ASKING_FIRST_RUN = "tools-asking-first"
+FREE_TURN_MAX_TOKENS = 300
 """The free first turn's budget: a five-member check_committee call fits; a free turn that goes on
 after its object (a made-up tool result, a second call) is cut there, and the first object is read."""
 NO_MORE_DETAILS = "I have told you everything I know."
@@ -143,14 +146,14 @@ def _conversations_run(llm: LLM, index: SearchIndex) -> tuple[list[Any], Callabl
 
     def compute(i: int, case: dict[str, Any]) -> dict[str, Any]:
         conversation = run_tools(llm, case["message"], tools, system=system, user=simulated_user(case))
-        free = llm.chat(conversation.messages, max_tokens=FREE_MAX_TOKENS)
+        free = llm.chat(conversation.messages, max_tokens=FREE_TURN_MAX_TOKENS)
         parsed = parse_action(free.text, tools)
         return {"id": case["id"], **conversation_row(conversation),
                 "free_first": {"text": free.text, "tool": parsed.tool, "error": parsed.error,
                                "seconds": round(free.seconds, 2), "tokens": free.completion_tokens}}
 
     settings = {"system": fingerprint(system), "schema": fingerprint(schema), "max_steps": MAX_STEPS,
-                "max_tokens": TOOL_MAX_TOKENS, "free_max_tokens": FREE_MAX_TOKENS, "cases": fingerprint(items)}
+                "max_tokens": TOOL_MAX_TOKENS, "free_max_tokens": FREE_TURN_MAX_TOKENS, "cases": fingerprint(items)}
     return items, compute, settings
 
 
@@ -170,7 +173,38 @@ def _search_queries_run(llm: LLM, index: SearchIndex) -> tuple[list[Any], Callab
     return items, compute, {"system": fingerprint(system), "allowed": ["search_handbook"], "items": fingerprint(items)}
 
 
-TOOL_RUNS = {CONVERSATIONS_RUN: _conversations_run, SEARCH_QUERIES_RUN: _search_queries_run}
+def _asking_first_run(llm: LLM, index: SearchIndex) -> tuple[list[Any], Callable[[int, Any], dict[str, Any]], dict]:
+    tools = course_tools(index)
+    system = tools_system_prompt(tools)
+    items = [case for case in load_tool_cases() if case["split"] == "test" and case["kind"] != "rule-question"]
+
+    def compute(i: int, case: dict[str, Any]) -> dict[str, Any]:
+        conversation = run_tools(llm, case["message"], tools, system=system, user=simulated_user(case),
+                                 first_allowed=[ASK_USER])
+        return {"id": case["id"], **conversation_row(conversation)}
+
+    settings = {"system": fingerprint(system), "first_allowed": [ASK_USER], "max_steps": MAX_STEPS,
+                "max_tokens": TOOL_MAX_TOKENS, "cases": fingerprint(items)}
+    return items, compute, settings
+
+
+_FIELD_WORDS = {"is_tenured_or_emeritus": ("tenur", "emerit"), "has_faculty_appointment": ("faculty", "appointment",
+                "postdoc", "lecturer", "professor"), "primary_department": ("department",), "is_advisor": ("advis",)}
+
+
+def asks_about(question: str, missing: Mapping[str, Any]) -> bool:
+    """Whether `question` names the missing member (by surname) and the missing fact (by a word for it).
+
+    A screen by words, so "Is Dr. Strand tenured?" passes and "Is Dr. Strand a professor of Geography?"
+    does not (for tenure); a person reading the questions is the judge of the borderline ones.
+    """
+    folded = question.casefold()
+    surname = missing["member"].split()[-1].casefold()
+    return surname in folded and any(word in folded for word in _FIELD_WORDS[missing["field"]])
+
+
+TOOL_RUNS = {CONVERSATIONS_RUN: _conversations_run, SEARCH_QUERIES_RUN: _search_queries_run,
+             ASKING_FIRST_RUN: _asking_first_run}
 """Each saved run's items, the function that computes a row, and the settings its header keeps."""
 
 

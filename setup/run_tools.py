@@ -6,7 +6,8 @@
 `tools-conversations` runs every committee case (notebook 04's ten dev cases, then the held-out
 cases of data/corpus/tool_cases.jsonl) through the tool loop with the grammar, plus each case's
 first turn without it; `tools-search-queries` asks the model for a handbook search query for each
-dev question. Each run appends to data/results/<run>.jsonl and skips the items already there, so
+dev question; `tools-asking-first` runs the held-out committees again with a first turn that must be a
+question to the student. Each run appends to data/results/<run>.jsonl and skips the items already there, so
 an interrupted run resumes where it stopped. A conversation costs the model tens of seconds on 2 cores.
 """
 from __future__ import annotations
