@@ -3,7 +3,7 @@
 An exercise is a checker function registered under its id (`exercise`) with the hint a learner
 sees on a wrong answer; `check` prints "correct" or that hint, and `is_correct` judges without
 printing. A malformed answer (wrong type, unparsable) counts as wrong, with a note on what was
-expected. The comparisons checkers share (`normalized_answer`, `close_to`, `all_close_to`) live
+expected. The comparisons checkers share (`normalized_answer`, `whole_number`, `close_to`, `all_close_to`) live
 here too; the exercises themselves are registered by `lib.exercises`.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from lib.text import normalize_text
 
 __all__ = ["Exercise", "exercise", "exercise_ids", "plain_answer", "is_correct", "check", "normalized_answer",
-           "close_to", "all_close_to"]
+           "whole_number", "close_to", "all_close_to"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,13 @@ def normalized_answer(text: Any) -> str:
     if not isinstance(text, str):
         raise TypeError("expected a string")
     return normalize_text(text).strip("'\"` ")
+
+
+def whole_number(answer: Any) -> int:
+    """`answer` as an int; ValueError when it is not a whole number (True, 2.5 and "two" are not)."""
+    if isinstance(answer, bool) or float(answer) != int(answer):
+        raise ValueError("expected a whole number")
+    return int(answer)
 
 
 def close_to(value: Any, expected: float, *, tolerance: float) -> bool:

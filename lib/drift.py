@@ -83,7 +83,8 @@ SETTINGS = (
             exact=False, server=True),
 )
 """The settings measured. `reply` is the embedded model read the way a server's answer must be
-read (it only changes the decisions), so the server is compared with the same arithmetic."""
+read (it only changes the decisions), so the server is compared with the same arithmetic, and
+base against reply measures what that way of reading changes by itself."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ PAIRS = (
     Pair("threads 1 vs 2", "base", "threads-2"),
     Pair("batch 512 vs 64", "base", "batch-64"),
     Pair("prompt cache warm vs cold", "base", "cold"),
+    Pair("whole vocabulary vs top 20", "base", "reply"),
     Pair("embedded vs llama_cpp.server", "reply", "server", answer_reference="base"),
 )
 

@@ -10,9 +10,11 @@ import math
 from functools import lru_cache
 from typing import Any
 
-from lib.answers import all_close_to, check, close_to, exercise, exercise_ids, is_correct, normalized_answer
+from lib.answers import (all_close_to, check, close_to, exercise, exercise_ids, is_correct, normalized_answer,
+                         whole_number)
 
-__all__ = ["check", "is_correct", "exercise_ids", "NB03_EX1_QUOTES", "NB04_EX1_COMMITTEE", "NB05_EX1_MISREAD"]
+__all__ = ["check", "is_correct", "exercise_ids", "NB03_EX1_QUOTES", "NB04_EX1_COMMITTEE", "NB05_EX1_MISREAD",
+           "NB07_EX3_CONFIDENCES"]
 """`check`, `is_correct` and `exercise_ids` are `lib.answers`'s, imported from here so that the
 exercises are registered first."""
 
@@ -145,9 +147,7 @@ def _normalized_only_quote(answer: Any) -> bool:
 def _smallest_gap_for_v31(answer: Any) -> bool:
     from lib.quotes import verify_quote
 
-    if isinstance(answer, bool) or float(answer) != int(answer):
-        raise ValueError("expected a whole number")
-    gap = int(answer)
+    gap = whole_number(answer)
     quote, source = _labelled_quote("v31")
     return gap >= 1 and verify_quote(quote, source, max_gap=gap).ok and not verify_quote(quote, source, max_gap=gap - 1).ok
 
@@ -316,11 +316,9 @@ def _cascade_by_hand(answer: Any) -> bool:
 def _lazy_grammar_invalid_codes(answer: Any) -> bool:
     from lib.datasets import load_label_groups
 
-    if isinstance(answer, bool) or float(answer) != int(answer):
-        raise ValueError("expected a whole number")
     groups = load_label_groups("banking77").groups
     allowed = len(groups) * max(len(labels) for labels in groups.values())
-    return int(answer) == allowed - sum(len(labels) for labels in groups.values())
+    return whole_number(answer) == allowed - sum(len(labels) for labels in groups.values())
 
 
 @exercise("nb06-ex2", hint="The off-label mass is the probability the model gave to candidates the grammar "
@@ -376,6 +374,16 @@ def _perplexity_by_hand(answer: Any) -> bool:
 def _geometric_mean_gap(answer: Any) -> bool:
     a_geometric = math.exp((6 * math.log(0.9) + math.log(0.1)) / 7)
     return close_to(answer, a_geometric - 0.7, tolerance=0.0015)
+
+
+NB07_EX3_CONFIDENCES = (0.85, 0.93, 0.991, 0.78, 0.905)
+"""Five messages' confidences against a router threshold of 0.90, for nb07-ex3."""
+
+
+@exercise("nb07-ex3", hint="A decision changes side only if its confidence lies within the change of the threshold: "
+          "compare |confidence - 0.90| with 0.04 for each message.", expects="a whole number of messages")
+def _decisions_drift_could_flip(answer: Any) -> bool:
+    return whole_number(answer) == sum(abs(confidence - 0.90) <= 0.04 for confidence in NB07_EX3_CONFIDENCES)
 
 
 @exercise("nb08-ex1", hint="' A' counts as 'A'; 'Hello' is off-label. Divide A's total by the allowed total.",

@@ -69,3 +69,14 @@ def test_drift_table_compares_each_kind_against_its_reference(tmp_path: Path) ->
     assert table[["requests", "settings", "compared", "flips"]].values.tolist() == [
         ["decisions", "reply / server", 1, 1], ["grounded answers", "base / server", 1, 0]]
     assert table["largest"].tolist() == pytest.approx([float("nan"), 0.1], nan_ok=True)  # d1 flipped
+
+
+def test_reading_the_top_20_is_compared_on_decisions_only(tmp_path: Path) -> None:
+    answers = [_row("aq1", "May 3", 0.8, kind=ANSWER)]
+    _save(tmp_path, "base", REFERENCE + answers)
+    _save(tmp_path, "reply", [{**row, "probability": row["probability"] + 0.0001} for row in REFERENCE])
+    reading = next(pair for pair in PAIRS if pair.other == "reply")
+    table = drift_table([reading], results_dir=tmp_path)
+    assert table["requests"].tolist() == ["decisions"]
+    assert table.loc[0, "compared"] == len(REFERENCE) and table.loc[0, "flips"] == 0
+    assert table.loc[0, "largest"] == pytest.approx(0.0001)

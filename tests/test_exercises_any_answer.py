@@ -56,7 +56,7 @@ RIGHT_ANSWERS = {
     "nb02-ex1": 0.96, "nb02-ex2": 0.4583, "nb02-ex3": "ask",
     "nb03-ex1": "acde", "nb03-ex2": "THE STANDARD  STIPEND is 3,140 per month", "nb03-ex3": 128,
     "nb06-ex1": 27, "nb06-ex2": 0.25, "nb06-ex3": 0.75,
-    "nb07-ex1": 2 ** (2 / 3), "nb07-ex2": _geometric_mean_gap,
+    "nb07-ex1": 2 ** (2 / 3), "nb07-ex2": _geometric_mean_gap, "nb07-ex3": 2,
     "nb08-ex1": 0.65 / 0.85, "nb08-ex2": 0.625,
     "nb09-ex1": (0.62, 0.525), "nb09-ex2": (0.875, 0.75), "nb09-ex3": 0.9926,
     "nb10-ex1": -(0.8 * math.log(0.4) + 0.2 * math.log(0.2)), "nb10-ex2": 10, "nb10-ex3": 0.55,
@@ -99,3 +99,18 @@ def test_a_right_answer_as_a_numpy_value_is_right(exercise_id):
     assert is_correct(exercise_id, answer) == (True, "")
     for version in _numpy_versions(answer):
         assert is_correct(exercise_id, version) == (True, ""), f"{type(version).__name__} {version!r}"
+
+
+@pytest.mark.parametrize("answer, expected", [(3, 3), (3.0, 3), (np.int64(3), 3), ("3", 3)])
+def test_whole_number_reads_a_whole_number_in_any_numeric_form(answer, expected):
+    from lib.answers import whole_number
+
+    assert whole_number(answer) == expected
+
+
+@pytest.mark.parametrize("answer", [True, 2.5, "two"])
+def test_whole_number_refuses_what_is_not_one(answer):
+    from lib.answers import whole_number
+
+    with pytest.raises(ValueError):
+        whole_number(answer)
