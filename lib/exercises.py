@@ -14,7 +14,7 @@ from lib.answers import (all_close_to, check, close_to, exercise, exercise_ids, 
                          whole_number)
 
 __all__ = ["check", "is_correct", "exercise_ids", "NB03_EX1_QUOTES", "NB04_EX1_COMMITTEE", "NB05_EX1_MISREAD",
-           "NB07_EX3_CONFIDENCES"]
+           "NB07_EX3_CONFIDENCES", "NB07_EX3_LARGEST_CHANGE"]
 """`check`, `is_correct` and `exercise_ids` are `lib.answers`'s, imported from here so that the
 exercises are registered first."""
 
@@ -370,7 +370,7 @@ def _perplexity_by_hand(answer: Any) -> bool:
 
 
 @exercise("nb07-ex2", hint="The geometric mean is exp(mean log-probability): for A, the mean of six ln 0.9 and one "
-          "ln 0.1; for B, ln 0.7. Subtract B's from A's.", expects="a number, e.g. -0.1")
+          "ln 0.1; for B, ln 0.7. Subtract B's from A's.", expects="a number, e.g. 0.25")
 def _geometric_mean_gap(answer: Any) -> bool:
     a_geometric = math.exp((6 * math.log(0.9) + math.log(0.1)) / 7)
     return close_to(answer, a_geometric - 0.7, tolerance=0.0015)
@@ -378,12 +378,16 @@ def _geometric_mean_gap(answer: Any) -> bool:
 
 NB07_EX3_CONFIDENCES = (0.85, 0.93, 0.991, 0.78, 0.905)
 """Five messages' confidences against a router threshold of 0.90, for nb07-ex3."""
+NB07_EX3_LARGEST_CHANGE = 0.11
+"""The largest change nb07-ex3 states for a server (its 99th percentile, 0.04, is the distractor)."""
 
 
-@exercise("nb07-ex3", hint="A decision changes side only if its confidence lies within the change of the threshold: "
-          "compare |confidence - 0.90| with 0.04 for each message.", expects="a whole number of messages")
-def _decisions_drift_could_flip(answer: Any) -> bool:
-    return whole_number(answer) == sum(abs(confidence - 0.90) <= 0.04 for confidence in NB07_EX3_CONFIDENCES)
+@exercise("nb07-ex3", hint="A decision can change side only if its confidence lies within the drift of the threshold, "
+          "and a bound that holds for every message is the largest change, not a percentile.",
+          expects="a whole number of messages")
+def _decisions_the_server_could_flip(answer: Any) -> bool:
+    return whole_number(answer) == sum(abs(confidence - 0.90) <= NB07_EX3_LARGEST_CHANGE
+                                       for confidence in NB07_EX3_CONFIDENCES)
 
 
 @exercise("nb08-ex1", hint="' A' counts as 'A'; 'Hello' is off-label. Divide A's total by the allowed total.",

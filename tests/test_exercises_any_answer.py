@@ -56,7 +56,7 @@ RIGHT_ANSWERS = {
     "nb02-ex1": 0.96, "nb02-ex2": 0.4583, "nb02-ex3": "ask",
     "nb03-ex1": "acde", "nb03-ex2": "THE STANDARD  STIPEND is 3,140 per month", "nb03-ex3": 128,
     "nb06-ex1": 27, "nb06-ex2": 0.25, "nb06-ex3": 0.75,
-    "nb07-ex1": 2 ** (2 / 3), "nb07-ex2": _geometric_mean_gap, "nb07-ex3": 2,
+    "nb07-ex1": 2 ** (2 / 3), "nb07-ex2": _geometric_mean_gap, "nb07-ex3": 4,
     "nb08-ex1": 0.65 / 0.85, "nb08-ex2": 0.625,
     "nb09-ex1": (0.62, 0.525), "nb09-ex2": (0.875, 0.75), "nb09-ex3": 0.9926,
     "nb10-ex1": -(0.8 * math.log(0.4) + 0.2 * math.log(0.2)), "nb10-ex2": 10, "nb10-ex3": 0.55,
