@@ -113,8 +113,8 @@ def main() -> None:
         ids, shared = encoded[0]
         return prefix_tree_tokens([ids[shared:] for ids, shared in encoded]), ids[:shared]
 
-    rows = []  # (name, seconds, new tokens, decode steps, target, own throughput or None for the full list's)
-    rows.append(("full list", [full.decide(text).seconds for text in texts], lengths, 2, 1.3, None))
+    rows = []  # (name, seconds, new tokens, decode steps, target, throughput of its own batches)
+    rows.append(("full list", [full.decide(text).seconds for text in texts], lengths, 2, 1.3, full_throughput))
 
     shortlist = make_decider("banking77", "shortlist", llm)  # the saved runs' decider
     shortlist.decide("warm up the cache")
@@ -148,24 +148,23 @@ def main() -> None:
           f"({os.cpu_count()} CPUs, {backend.n_threads} threads; medians over {len(texts)} messages)")
     print(f"{'decider':<40} {'s/decision':>10} {'new tokens':>10} {'steps':>5} {'tokens/s':>8} {'floor s':>8} "
           f"{'ratio':>6}  {'at the full list':>16}")
+    median_seconds, median_floors = {}, {}
     for name, seconds, tokens, steps, target, throughput in rows:
-        own = throughput or full_throughput
-        floors = [floor(count, steps, own) for count in tokens]
+        floors = [floor(count, steps, throughput) for count in tokens]
         ratio = float(np.median(np.array(seconds) / np.array(floors)))
         full_ratio = float(np.median([s / floor(count, steps, full_throughput) for s, count in zip(seconds, tokens)]))
-        print(f"{name:<40} {np.median(seconds):>10.3f} {np.median(tokens):>10.0f} {steps:>5} {own:>8.1f} "
-              f"{np.median(floors):>8.3f} {ratio:>6.2f}  {full_ratio if throughput else ratio:>16.2f}"
+        median_seconds[name], median_floors[name] = float(np.median(seconds)), float(np.median(floors))
+        print(f"{name:<40} {median_seconds[name]:>10.3f} {np.median(tokens):>10.0f} {steps:>5} {throughput:>8.1f} "
+              f"{median_floors[name]:>8.3f} {ratio:>6.2f}  {full_ratio:>16.2f}"
               + (f"  (target <= {target})" if target else ""))
     print(f"shortlist, one ordering: cached {np.median(cached_seconds):.3f} s, without the prefix cache "
           f"{np.median(uncached_seconds):.3f} s (about {prefix_tokens} prefix tokens) -> ratio "
           f"{np.median(cached_seconds) / np.median(uncached_seconds):.2f} (target <= 0.6)")
-    messages = sum(len(load_split("banking77", split)) for split in ("calibration", "test"))
-    measured = sum(float(np.median(row[1])) for row in rows[:2])
-    floors = sum(float(np.median([floor(count, row[3], row[5] or full_throughput) for count in row[2]]))
-                 for row in rows[:2])
-    print(f"one model's BANKING77 full-list and shortlist runs, calibration and test ({messages} messages each): "
-          f"{messages * measured / 3600:.1f} h at these medians, {messages * floors / 3600:.1f} h at the floors "
-          f"(target 3 h on 2 cores)")
+    saved_deciders = [name for name, *_ in rows[:2]]  # the full list and the shortlist the saved runs use
+    n_messages = sum(len(load_split("banking77", split)) for split in ("calibration", "test"))
+    print(f"one model's BANKING77 full-list and shortlist runs, calibration and test ({n_messages} messages each): "
+          f"{n_messages * sum(median_seconds[n] for n in saved_deciders) / 3600:.1f} h at these medians, "
+          f"{n_messages * sum(median_floors[n] for n in saved_deciders) / 3600:.1f} h at the floors (target 3 h on 2 cores)")
 
 
 if __name__ == "__main__":
