@@ -210,14 +210,13 @@ def run_setting(setting: Setting, llm: Any, *, limit: int | None = None, kinds: 
               "answers": fingerprint([SHORT_ANSWER_SYSTEM, SHORT_ANSWER_MAX_TOKENS, GREEDY_TOP_LOGPROBS]),
               "n_requests": len(requests), "versions": library_versions(),
               "date": datetime.date.today().isoformat(), "command": _command(setting)}
-    content = store.start(header, checked=_HEADER_CHECKED)
-    todo = [r for r in requests if r.key not in content.rows and (kinds is None or r.kind in kinds)][:limit]
-    # the decisions share one system prompt, which stays in the KV cache; each answer has its own section,
-    # so answering between decisions would make the next decision compute its 1,700-token prompt again
-    todo.sort(key=lambda request: request.kind != DECISION)
-    bar = tqdm(total=len(todo), desc=f"drift {setting.name}", disable=not progress, smoothing=0.05)
-    failed_in_a_row = 0
-    with store.appending() as append:
+    with store.writing(header, checked=_HEADER_CHECKED) as (content, append):
+        todo = [r for r in requests if r.key not in content.rows and (kinds is None or r.kind in kinds)][:limit]
+        # the decisions share one system prompt, which stays in the KV cache; each answer has its own section,
+        # so answering between decisions would make the next decision compute its 1,700-token prompt again
+        todo.sort(key=lambda request: request.kind != DECISION)
+        bar = tqdm(total=len(todo), desc=f"drift {setting.name}", disable=not progress, smoothing=0.05)
+        failed_in_a_row = 0
         try:
             for request in todo:
                 try:

@@ -459,9 +459,8 @@ def run_committee_cases(llm: LLM, method: str, cases: Sequence[Mapping[str, Any]
     from tqdm.auto import tqdm
 
     store = _committee_store(method, path)
-    done = store.start(header, checked=("model", "fingerprint")).rows
-    todo = [case for case in cases if case["id"] not in done]
-    with store.appending() as append:
+    with store.writing(header, checked=("model", "fingerprint")) as (content, append):
+        todo = [case for case in cases if case["id"] not in content.rows]
         for case in tqdm(todo, desc=f"committees {method}", disable=not progress):
             result = extract_case(llm, case, method)
             append({"kind": "row", "case": case["id"], "ok": result.ok, "errors": list(result.errors),

@@ -35,10 +35,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import fcntl
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -46,11 +44,11 @@ from lib.hashing import fingerprint
 from lib.llm import (BackendConfig, Completion, EmbeddedLLM, LocalMethods, Message, NextTokenLogprobs, TokenLogprob,
                      library_versions, validate_messages)
 from lib.openai_compatible import OpenAICompatibleLLM
-from lib.results_store import SECOND_MODELS
+from lib.results_store import LOCK_SUFFIX, SECOND_MODELS, exclusive_lock
 from lib.settings import MODES, mode_setting, run_id_setting
 
 __all__ = [
-    "RECORDINGS_DIR", "recordings_dir_for", "WRITING_MODES", "PENDING_SUFFIX", "LOCK_SUFFIX",
+    "RECORDINGS_DIR", "recordings_dir_for", "WRITING_MODES", "PENDING_SUFFIX",
     "RecordingMissingError", "RecordingBusyError", "request_key", "encode_answer",
     "decode_answer", "read_recording", "RecordingStore", "CombinedRecordings", "RecordedLLM", "pending_path",
     "pending_recordings", "finish_pending", "discard_pending", "discard_abandoned", "recording_lock",
@@ -68,8 +66,6 @@ def recordings_dir_for(model_key: str | None) -> Path:
 WRITING_MODES = ("record", "update")
 PENDING_SUFFIX = ".new"
 """A recording being written is `<name>.jsonl.<run id>.new` until `finish_recording()` replaces `<name>.jsonl`."""
-LOCK_SUFFIX = ".lock"
-"""`<name>.lock` beside the recording is held (an flock) by the run writing that notebook."""
 _INLINE_TEXT = 300  # message texts longer than this are stored once, by hash
 _ENTRY_FIELDS = {"header": (), "text": ("sha", "text"), "call": ("key", "method", "request", "answer")}
 """The fields each kind of line in a recording must have."""
@@ -537,20 +533,13 @@ def recording_lock(name: str, folder: Path = RECORDINGS_DIR) -> Iterator[None]:
     flock on `<name>.lock` beside the recording, so the system releases it when the holder
     ends, even when it is killed: a crashed run never leaves a notebook locked.
     """
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}{LOCK_SUFFIX}"
-    with open(path, "a+", encoding="utf-8") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise RecordingBusyError(
-                f"notebook {name} is being recorded by another run ({holder}; lock {path}): wait until it ends, "
-                "or stop that process, then run again") from None
-        handle.truncate(0)
-        handle.write(f"process {os.getpid()}: {' '.join(sys.argv) or sys.executable}")
-        handle.flush()
+
+    def busy(holder: str) -> RecordingBusyError:
+        return RecordingBusyError(f"notebook {name} is being recorded by another run ({holder}; lock {path}): wait "
+                                  "until it ends, or stop that process, then run again")
+
+    with exclusive_lock(path, busy):
         yield
 
 

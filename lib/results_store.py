@@ -11,13 +11,18 @@ appended as each is computed, so a run that is stopped resumes where it stopped.
   naming the line, and so is a line that is not UTF-8, not JSON, or lacks a field its kind needs;
 - a last line without its newline is still a line when it is complete (it parses and has its
   fields); only a last line cut short by a kill is left out, and only the writer removes it;
-- only the writer (`ResultsStore.start`, then `ResultsStore.appending`) changes a file: it
-  refuses a file made with other settings or without its header, and otherwise only ever appends.
+- only the writer (`ResultsStore.writing`: `start`, then `appending`) changes a file: it
+  refuses a file made with other settings or without its header, and otherwise only ever appends;
+- one writer at a time: `writing` holds a lock beside the file (`<file>.lock`), so a second run of
+  the same saved run started meanwhile stops at once with `RunBusyError` instead of computing the
+  same rows twice or cutting a line the first is writing.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "RESULTS_DIR", "SECOND_MODELS", "HEADER", "results_dir_for", "remake_command", "SavedLines", "ResultsStore",
+    "RESULTS_DIR", "SECOND_MODELS", "HEADER", "LOCK_SUFFIX", "RunBusyError", "exclusive_lock", "results_dir_for",
+    "remake_command", "SavedLines", "ResultsStore",
 ]
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
@@ -54,6 +60,35 @@ def remake_command(command: str, results_dir: Path) -> str:
 
 HEADER = "header"
 """The `kind` of a file's first line."""
+
+LOCK_SUFFIX = ".lock"
+"""`<file>.lock` beside a saved run (or a notebook's recording) is held by the run writing it."""
+
+
+class RunBusyError(RuntimeError):
+    """Another process is writing the file this run would write; raised at once, naming that process."""
+
+
+@contextmanager
+def exclusive_lock(path: Path, busy: Callable[[str], Exception]) -> Iterator[None]:
+    """Hold an exclusive lock on `path` for the duration of the block.
+
+    The lock is an flock on `path` (created when missing), so the system releases it when the
+    holder ends, even when it is killed: a crashed run never leaves a file locked. The holder
+    writes its process id and command line into `path`; when another process holds the lock,
+    `busy(holder)` is raised at once with that text (the caller words the error), never a wait.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            raise busy(handle.read().strip() or "another process") from None
+        handle.truncate(0)
+        handle.write(f"process {os.getpid()}: {' '.join(sys.argv) or sys.executable}")
+        handle.flush()
+        yield
 
 
 @dataclass(frozen=True)
@@ -220,6 +255,26 @@ class ResultsStore:
             warnings.warn(f"{self.path} was written with {', '.join(differing)}; the rows added now come from other "
                           "library versions than the rows already there. Delete the file to redo every row "
                           "with one set of versions", UserWarning, stacklevel=4)
+
+    @contextmanager
+    def writing(self, header: Mapping[str, Any], checked: Sequence[str]
+                ) -> Iterator[tuple[SavedLines, Callable[[dict[str, Any]], None]]]:
+        """Hold the file's lock, `start` it with `header`, and yield what it already holds and
+        `appending`'s function; the one way a run writes its file.
+
+        A second process calling `writing` on the same file meanwhile gets `RunBusyError` at once,
+        naming the process that holds it and the command to run again, and writes nothing.
+        """
+        lock = self.path.with_name(self.path.name + LOCK_SUFFIX)
+
+        def busy(holder: str) -> RunBusyError:
+            return RunBusyError(f"{self.path} is being written by another run ({holder}; lock {lock}): wait until it "
+                                f"ends, or stop that process, then run `{self.command}` again to resume")
+
+        with exclusive_lock(lock, busy):
+            content = self.start(header, checked)
+            with self.appending() as append:
+                yield content, append
 
     @contextmanager
     def appending(self) -> Iterator[Callable[[dict[str, Any]], None]]:

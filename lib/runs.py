@@ -206,22 +206,21 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
     header = {"task": task, "split": split, "method": method, **_model_identity(decider),
               "fingerprint": decider.fingerprint, "versions": library_versions(),
               "date": datetime.date.today().isoformat(), "command": store.command}
-    content = store.start(header, checked=_HEADER_CHECKED)
-    settled = set(content.rows) if retry_failures else set(content.rows) | set(content.failures)
-    todo = [i for i in order if i not in settled]
-    texts, labels = frame["text"].tolist(), frame["label"].tolist()
-    bar = _progress(len(order), len(order) - len(todo), f"{task} {method} {split}", progress)
-    failed_in_a_row, failed = 0, 0
+    with store.writing(header, checked=_HEADER_CHECKED) as (content, append):
+        settled = set(content.rows) if retry_failures else set(content.rows) | set(content.failures)
+        todo = [i for i in order if i not in settled]
+        texts, labels = frame["text"].tolist(), frame["label"].tolist()
+        bar = _progress(len(order), len(order) - len(todo), f"{task} {method} {split}", progress)
+        failed_in_a_row, failed = 0, 0
 
-    def decide(i: int) -> IntentDecision | Exception:
-        try:
-            return decider.decide(texts[i])
-        except ServerUnavailableError:
-            raise
-        except (ValueError, RuntimeError) as error:
-            return error
+        def decide(i: int) -> IntentDecision | Exception:
+            try:
+                return decider.decide(texts[i])
+            except ServerUnavailableError:
+                raise
+            except (ValueError, RuntimeError) as error:
+                return error
 
-    with store.appending() as append:
         def write(i: int, outcome: IntentDecision | Exception) -> None:
             nonlocal failed_in_a_row, failed
             if isinstance(outcome, Exception):
@@ -634,13 +633,12 @@ def run_items(name: str, items: Sequence[Any], compute: Callable[[int, Any], dic
     header = {"run": name, "model": model, "backend": backend, "fingerprint": fingerprint(settings),
               "settings": settings, "mode": mode, "items": len(items), "versions": library_versions(),
               "date": datetime.date.today().isoformat(), "command": command}
-    content = store.start(header, checked=_ITEM_HEADER_CHECKED)
-    todo = [i for i in range(len(items)) if i not in content.rows]
-    if todo and content.header is not None and content.header.get("mode") != mode:
-        raise ValueError(f"{store.path} was started in {content.header.get('mode')} mode; finish it in that mode, "
-                         f"or delete it to start again in {mode} mode")
-    bar = _progress(len(items), len(items) - len(todo), name, progress)
-    with store.appending() as append:
+    with store.writing(header, checked=_ITEM_HEADER_CHECKED) as (content, append):
+        todo = [i for i in range(len(items)) if i not in content.rows]
+        if todo and content.header is not None and content.header.get("mode") != mode:
+            raise ValueError(f"{store.path} was started in {content.header.get('mode')} mode; finish it in that mode, "
+                             f"or delete it to start again in {mode} mode")
+        bar = _progress(len(items), len(items) - len(todo), name, progress)
         for i in todo:
             append({"kind": "row", "i": i, **compute(i, items[i])})
             bar.update(1)

@@ -199,3 +199,35 @@ def test_a_read_of_a_missing_file_is_empty_and_writes_nothing(tmp_path):
     store = ResultsStore(tmp_path / "none" / "run.jsonl", "make it", {"row": ("i",)})
     assert store.read().header is None and not store.read().rows
     assert not store.path.parent.exists()
+
+
+# --------------------------------------------------------------------------- one writer at a time
+
+
+def test_a_second_writer_of_the_same_run_stops_at_once_and_writes_nothing(run, tmp_path):
+    import os
+
+    from lib.results_store import LOCK_SUFFIX, RunBusyError, exclusive_lock
+
+    path, _ = run.write(tmp_path, 1)
+    before = path.read_bytes()
+    lock = path.with_name(path.name + LOCK_SUFFIX)
+    with exclusive_lock(lock, RuntimeError):  # another writer holds the file (a second open file: flock refuses it)
+        with pytest.raises(RunBusyError, match=rf"{re.escape(path.name)} is being written by another run "
+                                               rf"\(process {os.getpid()}: .*; lock .*\): wait until it ends.* again to resume"):
+            run.write(tmp_path, 3)
+    assert path.read_bytes() == before
+    _, computed = run.write(tmp_path, 3)  # the lock is released with its holder: the run resumes
+    assert computed == 2 and len(run.read(tmp_path)) == 3
+
+
+def test_the_writer_lock_is_per_file(tmp_path):
+    from lib.results_store import ResultsStore
+
+    first = ResultsStore(tmp_path / "first.jsonl", "make first", {"row": ("i",)})
+    second = ResultsStore(tmp_path / "second.jsonl", "make second", {"row": ("i",)})
+    with first.writing({"model": "m"}, checked=("model",)) as (_, append_first):
+        with second.writing({"model": "m"}, checked=("model",)) as (_, append_second):
+            append_first({"kind": "row", "i": 0})
+            append_second({"kind": "row", "i": 0})
+    assert list(first.read().rows) == [0] and list(second.read().rows) == [0]
