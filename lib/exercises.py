@@ -656,3 +656,13 @@ def _calibrated_but_blind(answer: Any) -> bool:
 @exercise("nb20-ex3", hint="Staff minutes = messages not acted on x 4, for each model.", expects='"small" or "large"')
 def _more_acted_saves_more(answer: Any) -> bool:
     return normalized_answer(answer) == "large"
+
+
+@exercise("nb20-ex4", hint="Take one right and one wrong decision: the right one ranks higher only when it said 100 "
+          "and the wrong one 50, and a tie counts one half. Weight the four combinations by their shares.",
+          expects="an AUROC between 0 and 1")
+def _two_valued_number_auroc(answer: Any) -> bool:
+    said_100_right, said_100_wrong = 29 / 42, 656 / 958
+    ranked_above = said_100_right * (1 - said_100_wrong)
+    tied = said_100_right * said_100_wrong + (1 - said_100_right) * (1 - said_100_wrong)
+    return not isinstance(answer, bool) and close_to(answer, ranked_above + tied / 2, tolerance=0.0005)

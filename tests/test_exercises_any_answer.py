@@ -69,7 +69,7 @@ RIGHT_ANSWERS = {
     "nb17-ex1": "ask", "nb17-ex2": 0.778, "nb17-ex3": 0.75,
     "nb18-ex1": 2, "nb18-ex2": "no", "nb18-ex3": "yes",
     "nb19-ex1": 0.75, "nb19-ex2": 3.2, "nb19-ex3": "ask",
-    "nb20-ex1": 30, "nb20-ex2": (0.0, 0.5), "nb20-ex3": "large",
+    "nb20-ex1": 30, "nb20-ex2": (0.0, 0.5), "nb20-ex3": "large", "nb20-ex4": 0.5029,
 }
 """A right answer per exercise whose answer numpy can hold (not nb04's lists of rule names, records and names, nor nb05's pairs)."""
 
