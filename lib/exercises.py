@@ -659,7 +659,7 @@ def _more_acted_saves_more(answer: Any) -> bool:
 
 
 @exercise("nb20-ex4", hint="Take one right and one wrong decision: the right one ranks higher only when it said 100 "
-          "and the wrong one 50, and a tie counts one half. Weight the four combinations by their shares.",
+          "and the wrong one 50, and a tie counts one half.",
           expects="an AUROC between 0 and 1")
 def _two_valued_number_auroc(answer: Any) -> bool:
     said_100_right, said_100_wrong = 29 / 42, 656 / 958
