@@ -383,7 +383,7 @@ NB07_EX3_LARGEST_CHANGE = 0.11
 
 
 @exercise("nb07-ex3", hint="A decision can change side only if its confidence lies within the drift of the threshold, "
-          "and a bound that holds for every message is the largest change, not a percentile.",
+          "and the most the table measured is the largest change, not a percentile.",
           expects="a whole number of messages")
 def _decisions_the_server_could_flip(answer: Any) -> bool:
     return whole_number(answer) == sum(abs(confidence - 0.90) <= NB07_EX3_LARGEST_CHANGE
