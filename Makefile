@@ -19,9 +19,12 @@ run-server: setup     ## execute every notebook live against the same model behi
 load-test: setup      ## LEARNERS (default 30) learners Run All one notebook (NOTEBOOK=00-setup) on one llama_cpp.server
 	$(PY) setup/load_test.py --learners $(or $(LEARNERS),30) --notebook $(or $(NOTEBOOK),00-setup)
 
-# Two workers; the tests that load the model share one of them (tests/conftest.py groups them),
-# and each notebook's cells stay on one worker.
-TEST := WORKBOOK_MODE=replay $(PY) -m pytest -n 2 --dist loadscope tests --nbval notebooks -p no:cacheprovider
+# Two workers; the tests that load the model share one of them (tests/conftest.py groups them and
+# hands out the longest work first), and each notebook's cells stay on one worker.
+# PYTHONDONTWRITEBYTECODE= : Python keeps its compiled modules (__pycache__/, ignored by git) even
+# where the environment turns that off, so a second run does not compile lib/ and tests/ again in
+# every worker, kernel and runner (3 s of each worker's start here).
+TEST := PYTHONDONTWRITEBYTECODE= WORKBOOK_MODE=replay $(PY) -m pytest -n 2 --dist loadscope tests --nbval notebooks -p no:cacheprovider
 
 lint: setup           ## ruff on lib, setup and tests (the rules are chosen in pyproject.toml)
 	$(PY) -m ruff check lib setup tests
@@ -29,10 +32,10 @@ lint: setup           ## ruff on lib, setup and tests (the rules are chosen in p
 test: lint            ## ruff, then unit tests of lib + nbval on every notebook in replay mode, without the tests marked slow
 	$(TEST) -m "not slow"
 
-test-slow: setup      ## only the tests marked slow (the 77-intent prompt, the deciders on the embedded model, second and damaged model loads)
-	WORKBOOK_MODE=replay $(PY) -m pytest tests -m slow -p no:cacheprovider
+test-slow: setup      ## only the tests marked slow (the 77-intent prompt, the deciders on the embedded model, second and damaged model loads, every notebook run twice), on two workers
+	$(TEST) -m slow
 
-test-all: lint        ## ruff, then every test, the slow ones included (what .ci/run runs)
+test-all: lint        ## ruff, then every test, the slow ones included, in one run (.ci/run runs make test, then make test-slow)
 	$(TEST)
 
 record: setup         ## re-record notebooks (all, or NB=06-grammars) and rewrite their outputs

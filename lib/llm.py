@@ -173,7 +173,7 @@ def check_generation_args(max_tokens: int, temperature: float, top_logprobs: int
 def library_versions() -> dict[str, str]:
     """Versions of the libraries that shape the numbers a lesson prints."""
     versions = {"python": platform.python_version()}
-    for package in ("llama-cpp-python", "sentence-transformers", "torch", "numpy"):
+    for package in ("llama-cpp-python", "torch", "tokenizers", "numpy"):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:

@@ -129,9 +129,13 @@ def _threshold_steps(values: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, 
 
 
 def _descending_tie_groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One stable sort of `values` (shape (n,), no NaN), highest first: the order, and the tie group
-    (0, 1, ...) of each sorted position, equal values sharing one."""
-    order = np.argsort(-values, kind="stable")
+    """One sort of `values` (shape (n,), no NaN), highest first: the order, and the tie group
+    (0, 1, ...) of each sorted position, equal values sharing one.
+
+    Equal values may come in any order within their group: every caller adds up a group as a
+    whole, so numpy's default sort serves, five times faster than a stable one (bootstraps
+    sort thousands of times)."""
+    order = np.argsort(-values)
     descending = values[order]
     return order, np.cumsum(np.r_[0, descending[1:] != descending[:-1]])
 

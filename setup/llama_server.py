@@ -127,4 +127,4 @@ def _wait_until_it_answers(process: subprocess.Popen, base_url: str, log: Path |
             pass
         if time.monotonic() > deadline:
             raise RuntimeError(f"llama_cpp.server did not answer on {base_url} within {START_SECONDS} s")
-        time.sleep(0.5)
+        time.sleep(0.1)

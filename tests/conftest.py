@@ -1,12 +1,14 @@
 """Shared fixtures: the embedded model (loaded once), a real llama-cpp-python server on 127.0.0.1,
-and `ScriptedLLM` (the `fake_llm` fixture), the one stand-in for a model in unit tests; and
-`hand_labels`, the reader of the corpus's hand-label files."""
+and `ScriptedLLM` (the `fake_llm` fixture), the one stand-in for a model in unit tests;
+`hand_labels`, the reader of the corpus's hand-label files; `best_seconds`, for checks of how a
+time grows; and the scheduler that shares the tests between `make test`'s two workers."""
 from __future__ import annotations
 
 import ast
 import json
 import os
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,21 @@ class ScriptedLLM:
         return NextTokenLogprobs((), asked, self.seconds)
 
 
+def best_seconds(work: Callable[[], object], repeat: int = 3) -> float:
+    """The shortest of `repeat` timings of `work()`: what it costs when nothing else interrupts it.
+
+    For growth checks (the seconds at n against those at 4n): a check of how the time grows
+    holds on a busy machine, where a fixed bound in seconds does not, and the shortest of a few
+    runs keeps a pause of the other worker out of the ratio.
+    """
+    timings = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        work()
+        timings.append(time.perf_counter() - start)
+    return min(timings)
+
+
 def hand_labels(path: Path) -> list[dict]:
     """The rows of a hand-label file (JSON Lines: id, label, reason), blank lines skipped."""
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -94,8 +111,9 @@ TESTS = Path(__file__).resolve().parent
 MODEL_FIXTURES = frozenset({"embedded", "server_url", "served", "demo_recording", "minilm", "retriever"})
 """Fixtures that load a model: the language model (`served` asks the server of `server_url`;
 `demo_recording`, in test_recording.py, records on `embedded`) or MiniLM (`minilm`; `retriever`, in
-test_decisions.py, embeds with it). Importing torch and sentence-transformers takes about 7 s, so
-the tests that need MiniLM share the model scope's worker too."""
+test_decisions.py, embeds with it)."""
+SERVER_FIXTURES = frozenset({"server_url", "served"})
+"""Fixtures over the shared llama_cpp.server (started once by the worker that runs `MODEL_SCOPE`)."""
 MODEL_MODULES = frozenset({"test_llm.py", "test_llama_server.py", "test_reliability_model.py",
                            "test_reliability_server.py", "test_reliability_injection.py"})
 """Test files that load the model throughout (fixtures of their own over it, or a model of their own)."""
@@ -103,27 +121,63 @@ ONE_SCOPE_PER_TEST = frozenset({"test_notebook_rerun.py", "test_run_notebooks.py
 """Test files whose tests each run whole notebooks in kernels of their own: each test is a scope,
 so the two workers share them instead of one worker running the file alone (loadscope hands out
 the scopes with the fewest tests last, so a two-test file of slow tests would end the run)."""
+MODEL_SCOPE = "model"
 
 
-def model_tests(tests: Path = TESTS) -> frozenset[str]:
-    """"file::name" of every test that loads a model: in `MODEL_MODULES`, or taking a fixture of
-    `MODEL_FIXTURES` as a parameter. Read from the source, because the scheduler of pytest-xdist
-    (in the controlling process) sees node ids only, never the collected tests and their fixtures."""
-    found = set()
+def model_scopes(tests: Path = TESTS) -> dict[str, str]:
+    """"file::name" -> scope, for every test that loads a model (in `MODEL_MODULES`, or taking a
+    fixture of `MODEL_FIXTURES` as a parameter). Read from the source, because the scheduler of
+    pytest-xdist (in the controlling process) sees node ids only, never the collected tests.
+
+    They share one scope, `MODEL_SCOPE`, so one worker loads the model and starts the server, once,
+    and runs them one after another while the other worker runs notebooks: two model computations
+    at once share the memory bandwidth and each ran 15% slower here. Only a test marked slow (a
+    minute or more of model time: `make test-slow`) that does not ask the shared server is a
+    scope of its own, so that both workers share those minutes; a worker that runs one loads the
+    model too (1.5 GB of memory).
+    """
+    scopes = {}
     for path in sorted(tests.glob("test_*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and (
-                    path.name in MODEL_MODULES or MODEL_FIXTURES & {a.arg for a in node.args.args}):
-                found.add(f"{path.name}::{node.name}")
-    return frozenset(found)
+            if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")):
+                continue
+            arguments = {argument.arg for argument in node.args.args}
+            if path.name not in MODEL_MODULES and not MODEL_FIXTURES & arguments:
+                continue
+            test = f"{path.name}::{node.name}"
+            slow = any(ast.unparse(decorator) == "pytest.mark.slow" for decorator in node.decorator_list)
+            scopes[test] = f"{MODEL_SCOPE}: slow {test}" if slow and not SERVER_FIXTURES & arguments else MODEL_SCOPE
+    return scopes
+
+
+def scope_priority(scope: str, tests: int) -> tuple[int, int]:
+    """The order in which the scheduler hands out scopes: the longest work first, so that neither
+    worker is left running a long scope alone at the end (longest-processing-time-first).
+
+    First the model scope (half of one worker's share of `make test`), then the slow model tests
+    (a minute or more each); then the notebooks, which start a kernel each and run seconds of
+    cells, the longest (most cells) first; then the tests that run whole notebooks; then the test
+    files, which take well under a second each, most tests first. Loadscope's own order (most
+    tests first) could leave the model scope for last, with the other worker idle meanwhile.
+    """
+    if scope == MODEL_SCOPE:
+        return 0, 0
+    if scope.startswith(f"{MODEL_SCOPE}: slow "):
+        return 1, 0
+    if scope.endswith(".ipynb"):
+        return 2, -tests
+    if Path(scope.partition("::")[0]).name in ONE_SCOPE_PER_TEST:
+        return 3, -tests
+    return 4, -tests
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadscope` (`make test`) with every test that loads a model in one scope, on one worker.
+    """`--dist loadscope` (`make test`, `make test-slow`) with the model tests in the scopes of
+    `model_scopes`, handed out in `scope_priority` order.
 
-    The `embedded` and `server_url` fixtures are per worker process, so model tests spread over
-    two workers load the model twice and start two servers, on two cores. Every other scope is
+    The `embedded` and `server_url` fixtures are per worker process: a worker that runs model tests
+    loads the model once, and the server's tests stay on one worker. Every other scope is
     loadscope's own: a test file, or a notebook (nbval), whose cells share one kernel; except that
     each test of a file in `ONE_SCOPE_PER_TEST` is a scope of its own.
     """
@@ -131,16 +185,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    grouped = model_tests()
+    scopes = model_scopes()
 
-    class ModelTestsTogether(LoadScopeScheduling):
+    class CourseScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path, _, name = nodeid.partition("::")
-            if f"{Path(path).name}::{name.split('[')[0]}" in grouped:
-                return "model"
+            test = f"{Path(path).name}::{name.split('[')[0]}"
+            if test in scopes:
+                return scopes[test]
             return nodeid if Path(path).name in ONE_SCOPE_PER_TEST else super()._split_scope(nodeid)
 
-    return ModelTestsTogether(config, log)
+        def _assign_work_unit(self, node: Any) -> None:
+            first = min(self.workqueue, key=lambda scope: scope_priority(scope, len(self.workqueue[scope])))
+            self.workqueue.move_to_end(first, last=False)
+            super()._assign_work_unit(node)
+
+    return CourseScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
@@ -154,7 +214,7 @@ def embedded():
 @pytest.fixture(scope="session")
 def minilm():
     """MiniLM's `lib.embeddings.embed` (the model loads on the first call). A test that takes it runs
-    in the model scope, so only that worker imports torch and sentence-transformers."""
+    in the model scope, so only that worker imports torch."""
     from lib.embeddings import embed
     return embed
 

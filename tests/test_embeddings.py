@@ -141,3 +141,20 @@ def test_minilm_computes_with_the_threads_of_workbook_threads(minilm):
 
     minilm(["a text"])
     assert torch.get_num_threads() == threads_setting()
+
+
+def test_minilm_gives_the_vectors_sentence_transformers_saved(minilm):
+    """lib.embeddings' own MiniLM against the committed vectors, which sentence-transformers made:
+    the handbook's 60 questions, in one batch of mixed lengths, and one of them alone (no padding)."""
+    from lib.datasets import DATA_DIR, load_questions
+    from lib.embeddings import text_key
+
+    questions = load_questions()["question"].tolist()
+    with np.load(DATA_DIR / "embeddings" / "handbook.npz", allow_pickle=False) as saved:
+        rows = dict(zip(saved["keys"].tolist(), saved["vectors"]))
+    expected = np.stack([rows[text_key(question)] for question in questions])
+    assert np.abs(minilm(questions) - expected).max() < 1e-6
+    assert np.abs(minilm(questions[-1:]) - expected[-1:]).max() < 1e-6
+    long_text = " ".join(questions)  # over 256 tokens: cut at the model's maximum, so more words change nothing
+    assert np.array_equal(minilm([long_text]), minilm([long_text + " and the stipend is paid monthly"]))
+    assert not np.array_equal(minilm(questions[:3]), minilm(questions[:2] + [questions[2] + " monthly"]))

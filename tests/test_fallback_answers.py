@@ -1,7 +1,7 @@
 """The labelled fallback answer (lib.fallback_answers): a general answer behind a banner; the invented-policy rule."""
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 
 import pytest
 
@@ -14,7 +14,7 @@ from lib.fallback_answers import (
     invented_policy_sentences,
     states_invented_policy,
 )
-from conftest import ScriptedLLM
+from conftest import ScriptedLLM, best_seconds
 
 
 def test_the_model_is_told_there_is_no_section_and_is_shown_none():
@@ -97,8 +97,19 @@ def test_a_non_string_is_refused():
         invented_policy_sentences(None)
 
 
-def test_a_long_hostile_text_is_judged_within_a_second():
-    text = ("A " * 200_000) + "Office" + " 9" * 10
-    start = time.perf_counter()
-    assert states_invented_policy(text)
-    assert time.perf_counter() - start < 1.0
+def test_a_long_hostile_text_is_judged_in_time_linear_in_its_length():
+    """200 KB of capitals that each could start an office's name ("A Office"): the rule reads it in
+    time that grows with the length, not with its square. 50 KB must take under a second (0.03 s
+    here; a quadratic rule took 12 s), and four times the text at most eight times as long (a
+    quadratic rule takes sixteen)."""
+    def judge(words: int) -> Callable[[], None]:
+        text = ("A " * words) + "Office" + " 9" * 10
+        return lambda: assert_flagged(text)
+
+    def assert_flagged(text: str) -> None:
+        assert states_invented_policy(text)
+
+    short = best_seconds(judge(25_000))
+    assert short < 1, f"{short:.2f} s for 50 KB"
+    long = best_seconds(judge(100_000))
+    assert long < 8 * short + 0.02, f"{short:.3f} s for 50 KB, {long:.3f} s for 200 KB"

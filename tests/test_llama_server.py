@@ -57,7 +57,7 @@ def test_sigterm_to_make_run_server_stops_its_server(tmp_path):
         while not _answers(port):
             assert runner.poll() is None, runner.stdout.read()
             assert time.monotonic() < deadline, "the server did not answer within 120 s"
-            time.sleep(0.5)
+            time.sleep(0.1)
         runner.send_signal(signal.SIGTERM)
         output, _ = runner.communicate(timeout=60)
     finally:

@@ -45,7 +45,7 @@ def test_json_schema_output_parses(embedded: EmbeddedLLM) -> None:
 
 
 def test_top_candidates_present_and_sorted(embedded: EmbeddedLLM) -> None:
-    reply = embedded.chat(_ask("my card has not arrived yet"), max_tokens=8, top_logprobs=5)
+    reply = embedded.chat(_ask("my card has not arrived yet"), max_tokens=4, top_logprobs=5)
     assert reply.tokens and len(reply.tokens) == reply.completion_tokens
     for step in reply.tokens:
         assert len(step.top) == 5
@@ -123,8 +123,8 @@ def test_bad_n_batch_is_refused_before_loading(n_batch) -> None:
 
 def test_seeded_sampling_repeats(embedded: EmbeddedLLM) -> None:
     messages = [{"role": "user", "content": "Name a colour."}]
-    one = embedded.chat(messages, max_tokens=10, temperature=1.0, seed=7)
-    two = embedded.chat(messages, max_tokens=10, temperature=1.0, seed=7)
+    one = embedded.chat(messages, max_tokens=6, temperature=1.0, seed=7)
+    two = embedded.chat(messages, max_tokens=6, temperature=1.0, seed=7)
     assert one.text == two.text
 
 

@@ -46,7 +46,9 @@ class Misbehaving(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             if self.trickle:
-                for byte in self.body[:20]:  # 20 bytes over 20 * trickle seconds, then give up
+                # 60 bytes over 60 * trickle seconds, then give up: a client without a deadline for
+                # the whole request (one per read only) waits all that time
+                for byte in self.body[:60]:
                     self.wfile.write(bytes([byte]))
                     self.wfile.flush()
                     time.sleep(self.trickle)
@@ -62,7 +64,8 @@ def _serve(**attributes):
     handler = type("Handler", (Misbehaving,), attributes)
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() waits for the loop to look at its flag: every 0.05 s, not the default 0.5 s (25 tests)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server
 
 
@@ -92,7 +95,7 @@ def test_a_trickling_server_hits_the_whole_request_deadline(serve, monkeypatch):
     start = time.monotonic()
     with pytest.raises(ServerError, match=rf"{url}/chat/completions.*3 s.*WORKBOOK_TIMEOUT"):
         llm.chat(MESSAGES, max_tokens=3)
-    assert time.monotonic() - start < 6
+    assert time.monotonic() - start < 30  # 3 s here; ten times that is still half the 60 s trickle
 
 
 def test_without_a_setting_the_deadline_grows_with_the_request(serve, monkeypatch):
@@ -110,7 +113,7 @@ def test_without_a_setting_the_deadline_grows_with_the_request(serve, monkeypatc
     with pytest.raises(ServerError, match=rf"{url}/chat/completions.*within 1\.\d+ s \(the default deadline for a "
                                           r"request of this size; WORKBOOK_TIMEOUT sets a fixed one\)"):
         OpenAICompatibleLLM(url, "m").chat(MESSAGES, max_tokens=1)
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 15  # about 1.5 s here; the trickle lasts 60 s
 
 
 def test_the_deadline_is_settable_and_checked(monkeypatch):
