@@ -47,7 +47,7 @@ update: setup         ## like record, but only requests not yet recorded call th
 refresh: setup        ## rewrite notebook outputs from recordings and the current data/results (no model)
 	$(PY) setup/run_notebooks.py --refresh --only "$(NB)"
 
-results: setup       ## run or resume every saved run (resumable): committees (minutes), tool conversations (about an hour), BANKING77 / CLINC150 (hours on 2 cores), the questions of 06-10/17
+results: setup       ## run or resume every saved run (resumable): committees (minutes), tool conversations (about an hour), BANKING77 / CLINC150 (hours on 2 cores), the questions of 06-10/18
 	$(PY) setup/run_committees.py
 	$(PY) setup/run_tools.py
 	$(PY) setup/run_results.py
@@ -61,7 +61,7 @@ lab: setup            ## open JupyterLab on notebooks/ (the URL with its token i
 	@echo "Starting JupyterLab on notebooks/: open the URL ending in ?token=... that it prints below. Ctrl+C stops it."
 	.venv/bin/jupyter lab --LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
-smoke: setup          ## JupyterLab in headless Chromium: Run All in notebooks 00, 02, 11, 16 and those with widgets
+smoke: setup          ## JupyterLab in headless Chromium: Run All in notebooks 00, 02, 11, 17 and those with widgets
 	$(PY) setup/smoke.py
 
 bench: setup          ## speed ratios measured side by side in one run

@@ -44,7 +44,7 @@ Every reply other than ACT starts with `lib.citations.FALLBACK_BANNER` and cites
 Every threshold is fitted on the dev questions, never on test, by `lib.assistant_fitting`:
 the two gates with `fit_gates` (the same fitting as notebook 02), the ask threshold with
 `fit_ask_gate`, the answerability threshold with `fit_answerability_gate` on dev traces, and the
-finale's `CostRule` (notebook 19: a calibrated P(right) -> ACT, ASK or HAND_OVER by thresholds from
+finale's `CostRule` (notebook 20: a calibrated P(right) -> ACT, ASK or HAND_OVER by thresholds from
 costs, in place of the retrieval gate and that threshold) with `fit_cost_rule`.
 
 Each question produces a `Trace`: every step's verdict and numbers, the decision, and the reply
@@ -470,7 +470,7 @@ class Assistant:
             without tokens is never turned into ASK.
         support: a fitted `SupportModel`; when set, the last step accepts an answer when the
             model's P(right) clears its threshold, in place of the answerability threshold.
-        cost_rule: a fitted `CostRule` (the finale's assistant, notebook 19); when set, the
+        cost_rule: a fitted `CostRule` (the finale's assistant, notebook 20); when set, the
             retrieval gate no longer decides: every question past the boundary is answered and
             probed, and an answer whose quotes and citations hold is routed by its calibrated
             P(right) to ACT, ASK or HAND_OVER. The other thresholds are then not used.

@@ -8,10 +8,10 @@ step's `SupportModel` with `fit_support` on the judged dev answers (`dev_answers
 perplexity ceiling with `fit_perplexity_ceiling`.
 
 `ASSISTANT_SETTINGS` holds the assistant's settings once (sections shown, headings offered,
-answer budget, the dev targets): notebook 17 and the saved runs of `lib.question_runs` both
+answer budget, the dev targets): notebook 18 and the saved runs of `lib.question_runs` both
 read them, and `build_assistant` builds the assistant exactly as the notebook does.
 
-The finale's assistant (notebook 19) keeps the boundary and the code checks and replaces the
+The finale's assistant (notebook 20) keeps the boundary and the code checks and replaces the
 retrieval gate and the answerability threshold with one `lib.assistant.CostRule`: `fit_cost_rule`
 chooses the support signal with the lowest cross-fitted Brier score on the dev answers
 (`cross_fitted_support`: P(yes) raw, Platt- or isotonic-calibrated, or the `SupportModel`),
@@ -47,7 +47,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class AssistantSettings:
-    """The assistant of notebook 17: what it shows and offers, and the targets its thresholds are fitted to on dev."""
+    """The assistant of notebook 18: what it shows and offers, and the targets its thresholds are fitted to on dev."""
 
     n_sources: int = 2
     """Sections shown to the model."""
@@ -73,7 +73,7 @@ class AssistantSettings:
 
 
 ASSISTANT_SETTINGS = AssistantSettings()
-"""The one set of settings notebook 17 and its saved runs use."""
+"""The one set of settings notebook 18 and its saved runs use."""
 
 
 def fit_gates(
@@ -157,7 +157,7 @@ def fit_answerability_gate(traces: Sequence[Trace | float], correct: Sequence[bo
 
 @dataclass
 class AssistantSetup:
-    """Notebook 17's assistant with every gate fitted on dev, and the questions it is measured on."""
+    """Notebook 18's assistant with every gate fitted on dev, and the questions it is measured on."""
 
     assistant: Assistant
     dev: pd.DataFrame
@@ -167,7 +167,7 @@ class AssistantSetup:
 
 
 def build_assistant(llm: LLM, embed: Callable[[Sequence[str]], np.ndarray] | None = None) -> AssistantSetup:
-    """Fit the three gates on dev and build the assistant exactly as notebook 17 does (threshold not fitted).
+    """Fit the three gates on dev and build the assistant exactly as notebook 18 does (threshold not fitted).
 
     `dev_fit` holds every dev question that passes the boundary, in a seeded random order: the
     saved dev run answers each of them whatever the retrieval gate says, so that P(yes) and
@@ -175,7 +175,7 @@ def build_assistant(llm: LLM, embed: Callable[[Sequence[str]], np.ndarray] | Non
     `llm.embed`) embeds the sections, examples and questions: a notebook passes saved vectors'
     `embed` so that it needs no embedding model. `test_past_boundary`
     holds the test questions that pass the boundary, in the same kind of order: the finale's
-    test run answers each of them, as the assistant of the finale (notebook 19) does.
+    test run answers each of them, as the assistant of the finale (notebook 20) does.
     """
     s = ASSISTANT_SETTINGS
     sections = load_corpus()
@@ -225,7 +225,7 @@ def dev_answers(dev_rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def fit_support(dev_rows: pd.DataFrame, target: float) -> SupportModel:
-    """The `lib.assistant.SupportModel` of notebook 17: fitted on `dev_answers(dev_rows)` at precision `target`."""
+    """The `lib.assistant.SupportModel` of notebook 18: fitted on `dev_answers(dev_rows)` at precision `target`."""
     answers = dev_answers(dev_rows)
     return SupportModel(target_precision=target).fit(answers["p_yes"], answers["top_score"], answers["margin"],
                                                     answers["right"].astype(bool))
@@ -255,12 +255,12 @@ def fit_perplexity_ceiling(perplexities: Sequence[float], correct: Sequence[bool
 
 @dataclass(frozen=True)
 class FinaleSettings:
-    """The finale's assistant (notebook 19): its cost table and how its last step is chosen on dev."""
+    """The finale's assistant (notebook 20): its cost table and how its last step is chosen on dev."""
 
     cost_table: tuple[tuple[str, float], ...] = (("act_wrong", 15.0), ("ask", 2.0), ("hand_over", 4.0))
-    """Minutes: a wrong answer and a hand-over cost what they cost in notebook 16 (15 and 4 minutes of
+    """Minutes: a wrong answer and a hand-over cost what they cost in notebook 17 (15 and 4 minutes of
     staff time); a question back costs the student 2 minutes, to pick a heading and find the answer in
-    that section, not 16's half minute (there, picking an intent settles the request). An ASK whose
+    that section, not 17's half minute (there, picking an intent settles the request). An ASK whose
     headings miss the right section costs the question and the hand-over that follows."""
     folds: int = 5
     """Folds of the cross-fitting that scores each support signal on dev answers it was not fitted on."""
@@ -276,7 +276,7 @@ class FinaleSettings:
 
 
 FINALE_SETTINGS = FinaleSettings()
-"""The one set of settings notebook 19 and `fit_cost_rule` use."""
+"""The one set of settings notebook 20 and `fit_cost_rule` use."""
 
 SUPPORT_SIGNALS: tuple[str, ...] = ("P(yes)", "P(yes), Platt", "P(yes), isotonic", "support model")
 """The candidate support signals' names, in the order they are scored (`_new_signal` builds each)."""
@@ -410,7 +410,7 @@ def decide_rows(rows: pd.DataFrame, rule: CostRule) -> np.ndarray:
 
 def build_finale(llm: LLM, dev_rows: pd.DataFrame, embed: Callable[[Sequence[str]], np.ndarray] | None = None,
                  settings: FinaleSettings = FINALE_SETTINGS) -> tuple[AssistantSetup, FinaleFit, pd.Series]:
-    """Notebook 19's assistant: notebook 17's (`build_assistant`) with the cost rule in place of the retrieval gate.
+    """Notebook 20's assistant: notebook 18's (`build_assistant`) with the cost rule in place of the retrieval gate.
 
     The cost rule is fitted on `dev_rows` (the saved dev run's rows) by `fit_cost_rule`, and the
     assistant offers its `n_offer` headings when it asks. Returns the setup, the fit, and the

@@ -2,7 +2,7 @@
 
 Every decider maps one customer message to an `IntentDecision`: a label that is always one of the
 task's labels (whatever the message says), a confidence in [0, 1], the probabilities
-behind it, and the time it took. Notebooks 08, 09 and 11-16 compare these on saved results
+behind it, and the time it took. Notebooks 08, 09 and 11-17 compare these on saved results
 (`lib.runs`).
 
 - `FullListDecider`: the model sees every intent, as a code such as "C-F" with a one-line

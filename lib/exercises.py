@@ -402,7 +402,7 @@ def _too_few_candidates(answer: Any) -> bool:
     return close_to(answer, 0.5 / (0.5 + 0.3), tolerance=0.002)
 
 
-# --------------------------------------------------------------------------- notebooks 14 and 15
+# --------------------------------------------------------------------------- notebook 14
 
 
 @exercise("nb14-ex1", hint="List every (right, wrong) pair and count the pairs where the right answer has the "
@@ -417,13 +417,45 @@ def _aurc_by_hand(answer: Any) -> bool:
     return close_to(answer, (0.0 + 0.5 + 1.0 / 3.0) / 3.0, tolerance=0.001)
 
 
-@exercise("nb15-ex1", hint="Take the out-of-scope rows (~in_scope_test), compare their embed-logreg confidence with "
+# --------------------------------------------------------------------------- notebook 15
+
+
+@exercise("nb15-ex1", hint="The bound is the delta quantile of Beta(right, accepted - right + 1) (scipy.stats.beta.ppf), "
+          "or what lower_bound_by_hand gives.", expects="a number between 0 and 1")
+def _lower_bound_48_of_50(answer: Any) -> bool:
+    from lib.guarantees import precision_lower_bound
+
+    return close_to(answer, precision_lower_bound(48, 50, 0.05), tolerance=0.001)
+
+
+@exercise("nb15-ex2", hint="With every accepted answer right the bound is delta ** (1 / n): find the smallest whole n "
+          "for which it reaches the target (take logarithms, then round up).", expects="a whole number")
+def _all_right_answers_needed(answer: Any) -> bool:
+    return whole_number(answer) == math.ceil(math.log(0.05) / math.log(0.99))
+
+
+@exercise("nb15-ex3", hint="The cut is the floor(alpha * (n + 1))-th smallest score: compute that rank for n = 49 "
+          "and for n = 8.", expects="two whole numbers, as (j_49, j_8)")
+def _conformal_ranks(answer: Any) -> bool:
+    return len(answer) == 2 and [whole_number(rank) for rank in answer] == [5, 0]
+
+
+@exercise("nb15-ex4", hint="A binary search over m candidates makes at most ceil(log2(m + 1)) probes; delta is "
+          "shared equally among them.", expects="two numbers, as (probes, level)")
+def _sgr_probes(answer: Any) -> bool:
+    return len(answer) == 2 and whole_number(answer[0]) == 12 and close_to(answer[1], 0.1 / 12, tolerance=1e-4)
+
+
+# --------------------------------------------------------------------------- notebook 16
+
+
+@exercise("nb16-ex1", hint="Take the out-of-scope rows (~in_scope_test), compare their embed-logreg confidence with "
           "0.5, and take the mean of the comparison.", expects="a number between 0 and 1")
 def _clinc_handed_over_share(answer: Any) -> bool:
     return close_to(answer, _clinc_out_of_scope_handed_over(), tolerance=0.002)
 
 
-@exercise("nb15-ex2", hint="Keep the test rows with the right group and the wrong intent (in_candidates & ~correct); "
+@exercise("nb16-ex2", hint="Keep the test rows with the right group and the wrong intent (in_candidates & ~correct); "
           "among them, take the mean of p_group >= 0.5.", expects="a number between 0 and 1")
 def _confident_group_share_of_second_step_errors(answer: Any) -> bool:
     return close_to(answer, _confident_group_among_second_step_errors(), tolerance=0.001)
@@ -527,21 +559,21 @@ def _histogram_binning_by_hand(answer: Any) -> bool:
     return all_close_to(answer, fitted.predict(np.array([0.55, 0.92])), tolerance=0.005)
 
 
-# --------------------------------------------------------------------------- notebook 16
+# --------------------------------------------------------------------------- notebook 17
 
 
-@exercise("nb16-ex1", hint="If the right label is among the options with probability p, asking costs p * 1 + (1 - p) * (1 + 5); "
+@exercise("nb17-ex1", hint="If the right label is among the options with probability p, asking costs p * 1 + (1 - p) * (1 + 5); "
           "set that equal to the cost of handing over and solve for p.", expects="a probability between 0 and 1")
 def _ask_break_even(answer: Any) -> bool:
     return close_to(answer, 0.2, tolerance=0.005)
 
 
-@exercise("nb16-ex2", hint="k = ceil((n + 1) * (1 - alpha)) with n calibration messages.", expects="a whole number")
+@exercise("nb17-ex2", hint="k = ceil((n + 1) * (1 - alpha)) with n calibration messages.", expects="a whole number")
 def _conformal_rank(answer: Any) -> bool:
     return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 18
 
 
-@exercise("nb16-ex3", hint="Write both expected costs: ACT costs 30 minutes when the top answer is wrong; ASK costs "
+@exercise("nb17-ex3", hint="Write both expected costs: ACT costs 30 minutes when the top answer is wrong; ASK costs "
           "0.5 or 0.5 + 4 depending only on whether the right label is among the options. Set them equal "
           "and solve for p.",
           expects="a probability between 0 and 1")
@@ -549,65 +581,65 @@ def _act_over_ask_threshold(answer: Any) -> bool:
     return close_to(answer, 1 - (0.95 * 0.5 + 0.05 * 4.5) / 30, tolerance=0.001)
 
 
-# --------------------------------------------------------------------------- notebook 17
+# --------------------------------------------------------------------------- notebook 18
 
 
-@exercise("nb17-ex1", hint="The boundary passed; compare the top score and the margin with their thresholds, "
+@exercise("nb18-ex1", hint="The boundary passed; compare the top score and the margin with their thresholds, "
           "then, if the retrieval gate fails, the top score with the ask threshold.",
           expects='"act", "ask", "out_of_scope" or "hand_over"')
 def _assistant_decision(answer: Any) -> bool:
     return normalized_answer(answer).replace(" ", "_").replace("-", "_") == "ask"
 
 
-@exercise("nb17-ex2", hint="Add exp(-0.7) and exp(-1.6) for yes, exp(-1.9) and exp(-3.0) for no, "
+@exercise("nb18-ex2", hint="Add exp(-0.7) and exp(-1.6) for yes, exp(-1.9) and exp(-3.0) for no, "
           "then divide yes by yes + no.", expects="a probability between 0 and 1")
 def _answerability_from_logprobs(answer: Any) -> bool:
     return not isinstance(answer, bool) and close_to(answer, 0.7779, tolerance=0.002)
 
 
-@exercise("nb17-ex3", hint="Unjudged answers are left out: divide the answers judged right by the answers judged.",
+@exercise("nb18-ex3", hint="Unjudged answers are left out: divide the answers judged right by the answers judged.",
           expects="a number between 0 and 1")
 def _answer_precision(answer: Any) -> bool:
     return not isinstance(answer, bool) and close_to(answer, 0.75, tolerance=0.005)
 
 
-# --------------------------------------------------------------------------- notebook 18
+# --------------------------------------------------------------------------- notebook 19
 
 
-@exercise("nb18-ex1", hint="A marker is valid when its number names a shown section and its quote is in that very "
+@exercise("nb19-ex1", hint="A marker is valid when its number names a shown section and its quote is in that very "
           "section; a claim with no number has no marker at all.", expects="a whole number")
 def _valid_model_markers(answer: Any) -> bool:
     return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 2
 
 
-@exercise("nb18-ex2", hint="Compare the quote with the section word by word: is every word of the quote in the "
+@exercise("nb19-ex2", hint="Compare the quote with the section word by word: is every word of the quote in the "
           "section, in that order?", expects='"yes" or "no"')
 def _quote_with_a_changed_word(answer: Any) -> bool:
     return normalized_answer(answer) == "no"
 
 
-@exercise("nb18-ex3", hint="Go through the clauses in order: a specific without general framing or advice, an "
+@exercise("nb19-ex3", hint="Go through the clauses in order: a specific without general framing or advice, an "
           "obligation without a hedge, a permission granted as fact, an opening Yes or No.", expects='"yes" or "no"')
 def _free_parking_flagged(answer: Any) -> bool:
     return normalized_answer(answer) == "yes"
 
 
-# --------------------------------------------------------------------------- notebook 19
+# --------------------------------------------------------------------------- notebook 20
 
 
-@exercise("nb19-ex1", hint="Answering costs 20 minutes times the chance the answer is wrong; handing over costs 5. "
+@exercise("nb20-ex1", hint="Answering costs 20 minutes times the chance the answer is wrong; handing over costs 5. "
           "Set the two equal and solve for P(right).", expects="a probability between 0 and 1")
 def _act_over_hand_over_break_even(answer: Any) -> bool:
     return not isinstance(answer, bool) and close_to(answer, 1 - 5 / 20, tolerance=0.002)
 
 
-@exercise("nb19-ex2", hint="With probability 0.7 the question back is all it costs; otherwise the hand-over "
+@exercise("nb20-ex2", hint="With probability 0.7 the question back is all it costs; otherwise the hand-over "
           "follows it. Weight the two costs by their chances.", expects="minutes, a number")
 def _expected_ask_cost(answer: Any) -> bool:
     return not isinstance(answer, bool) and close_to(answer, 0.7 * 2 + 0.3 * (2 + 4), tolerance=0.01)
 
 
-@exercise("nb19-ex3", hint="Price all three: answering costs 15 times P(wrong); asking costs 2, plus 4 when the "
+@exercise("nb20-ex3", hint="Price all three: answering costs 15 times P(wrong); asking costs 2, plus 4 when the "
           "heading is not the right one; handing over costs 4. Take the cheapest.",
           expects='"act", "ask" or "hand_over"')
 def _cheapest_decision(answer: Any) -> bool:
@@ -638,27 +670,27 @@ def _bounded_p_true(answer: Any) -> bool:
                                                    tolerance=0.0005)
 
 
-# --------------------------------------------------------------------------- notebook 20
+# --------------------------------------------------------------------------- notebook 21
 
 
-@exercise("nb20-ex1", hint="Right for both counts in both totals; subtract it from the smaller model's.", expects="a count")
+@exercise("nb21-ex1", hint="Right for both counts in both totals; subtract it from the smaller model's.", expects="a count")
 def _only_the_smaller_model_right(answer: Any) -> bool:
     return not isinstance(answer, bool) and answer == 820 - 790
 
 
-@exercise("nb20-ex2", hint="ECE compares each bin's confidence with its accuracy, and here there is one bin; AUROC "
+@exercise("nb21-ex2", hint="ECE compares each bin's confidence with its accuracy, and here there is one bin; AUROC "
           "needs a right answer ranked above a wrong one, and every answer has the same score.",
           expects="a pair of numbers: (ECE, AUROC)")
 def _calibrated_but_blind(answer: Any) -> bool:
     return all_close_to(answer, (0.0, 0.5), tolerance=0.001)
 
 
-@exercise("nb20-ex3", hint="Staff minutes = messages not acted on x 4, for each model.", expects='"small" or "large"')
+@exercise("nb21-ex3", hint="Staff minutes = messages not acted on x 4, for each model.", expects='"small" or "large"')
 def _more_acted_saves_more(answer: Any) -> bool:
     return normalized_answer(answer) == "large"
 
 
-@exercise("nb20-ex4", hint="Take one right and one wrong decision: the right one ranks higher only when it said 100 "
+@exercise("nb21-ex4", hint="Take one right and one wrong decision: the right one ranks higher only when it said 100 "
           "and the wrong one 50, and a tie counts one half.",
           expects="an AUROC between 0 and 1")
 def _two_valued_number_auroc(answer: Any) -> bool:

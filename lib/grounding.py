@@ -4,7 +4,7 @@
 its section id), asks for a `lib.quotes.GroundedAnswer` (the answer plus verbatim quotes,
 each naming its section) as JSON under a schema constraint, and checks every quote with
 `lib.quotes.verify_answer`. The prompt lives here and nowhere else, so notebook 03 (quote
-verification), 07 (token confidence of grounded answers) and 17 (the assembled assistant)
+verification), 07 (token confidence of grounded answers) and 18 (the assembled assistant)
 ask exactly the same question in exactly the same words.
 
 An answer that fails validation twice is reported as a failure (`answer` is None), never

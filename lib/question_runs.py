@@ -1,4 +1,4 @@
-"""The saved runs behind notebooks 06, 07, 08, 10, 17, 18 and 19: every question or message they measure, answered once.
+"""The saved runs behind notebooks 06, 07, 08, 10, 18, 19 and 20: every question or message they measure, answered once.
 
 A notebook re-executes in a couple of minutes; measuring 60 handbook questions with samples
 and entailment checks, or 128 test questions through the whole assistant, takes the 1.5B
@@ -23,25 +23,25 @@ for the tables.
   with "none of these" on CLINC150; each with the intent a retriever gives the same text.
 - `banking77-grammar-vs-free` (06): 200 BANKING77 calibration messages answered with the
   full list of 77 intent codes twice, free (up to 24 tokens) and under the codes' grammar.
-- `handbook-silent-corpus` (17): every unanswerable question of dev and test (the corpus
+- `handbook-silent-corpus` (18): every unanswerable question of dev and test (the corpus
   does not answer it) with its best-retrieved section, answered with the grounded-answer
   prompt whatever the gates would say: how often the prompt's "say so" instruction alone is
   enough. Its answers are labelled by hand in data/corpus/silent_corpus_labels.jsonl.
-- `assistant-dev-fit` and `assistant-test` (17): the assembled assistant on every dev question
+- `assistant-dev-fit` and `assistant-test` (18): the assembled assistant on every dev question
   past the boundary, each answered and probed whatever the retrieval gate says (to fit the
   answerability threshold and the `lib.assistant.SupportModel`), and on all 128 test
   questions: each decision with the numbers behind it, the citations' verdict, and the
   perplexity of every generated answer. The assistant is `lib.assistant_fitting.build_assistant`,
-  with the settings notebook 17 reads (`lib.assistant_fitting.ASSISTANT_SETTINGS`).
-- `assistant-test-past-boundary` (19): the same assistant on every test question past the
+  with the settings notebook 18 reads (`lib.assistant_fitting.ASSISTANT_SETTINGS`).
+- `assistant-test-past-boundary` (20): the same assistant on every test question past the
   boundary, each answered and probed whatever the retrieval gate says, as `assistant-dev-fit`
   does on dev: what the finale's assistant, which decides every in-scope question from one
   calibrated probability, is measured on.
-- `assistant-model-citations` (18): every test question past the boundary, shown the sections
+- `assistant-model-citations` (19): every test question past the boundary, shown the sections
   the assistant shows, answered by `lib.model_citations.model_cited_answer` (the model writes a
   section number after each claim): each claim with its marker's verdict, the counts of valid,
   invalid and missing markers, and whether the answer would be handed over.
-- `handbook-fallback` (18): every unanswerable question of dev and test, answered from general
+- `handbook-fallback` (19): every unanswerable question of dev and test, answered from general
   knowledge under a banner (`lib.fallback_answers.fallback_answer`), with the invented-policy
   rule's flag. Its answers are labelled by hand in data/corpus/fallback_labels.jsonl.
 
@@ -592,12 +592,12 @@ RUNS: dict[str, ItemRun] = {run.name: run for run in (
     ItemRun(BANKING_INJECTION, "06", ("06-grammars",), _injection("banking77")),
     ItemRun(CLINC_INJECTION, "06", ("06-grammars",), _injection("clinc150")),
     ItemRun(GRAMMAR_VS_FREE, "06", ("06-grammars",), _grammar_vs_free),
-    ItemRun(SILENT_CORPUS, "17", ("17-assistant",), _silent_corpus),
-    ItemRun(ASSISTANT_DEV, "17", ("17-assistant",), _assistant_past_boundary("dev")),
-    ItemRun(ASSISTANT_TEST, "17", ("17-assistant",), _assistant_test),
-    ItemRun(ASSISTANT_TEST_PAST_BOUNDARY, "19", ("19-finale",), _assistant_past_boundary("test")),
-    ItemRun(MODEL_CITATIONS, "18", ("18-citations-and-fallback",), _model_citations),
-    ItemRun(FALLBACK_ANSWERS, "18", ("18-citations-and-fallback",), _fallback_answers),
+    ItemRun(SILENT_CORPUS, "18", ("18-assistant",), _silent_corpus),
+    ItemRun(ASSISTANT_DEV, "18", ("18-assistant",), _assistant_past_boundary("dev")),
+    ItemRun(ASSISTANT_TEST, "18", ("18-assistant",), _assistant_test),
+    ItemRun(ASSISTANT_TEST_PAST_BOUNDARY, "20", ("20-finale",), _assistant_past_boundary("test")),
+    ItemRun(MODEL_CITATIONS, "19", ("19-citations-and-fallback",), _model_citations),
+    ItemRun(FALLBACK_ANSWERS, "19", ("19-citations-and-fallback",), _fallback_answers),
 )}
 """Every saved item run, in the order `make results` produces them (the test run needs the dev run)."""
 

@@ -546,7 +546,9 @@ class ConformalClassifier:
     score. A new row's set holds every label whose score is `<= q_hat`. If calibration
     and test rows are exchangeable, the true label is in the set with probability at least
     `1 - alpha` (on average over rows, not per row). If `ceil((n + 1)(1 - alpha)) > n`
-    there are too few calibration rows for this alpha and `q_hat = inf` (every label).
+    there are too few calibration rows for this alpha and `q_hat = inf` (every label). The
+    rank is `lib.guarantees.conformal_threshold`'s, counted from the other end (a lower score
+    fits better here); a test keeps the two equal.
 
     Scores: "lac" (`1 - p[label]`; smallest sets on average, may be empty when no label
     is likely) or "aps" (cumulative mass down to the label; sets grow on hard rows). The

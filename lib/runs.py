@@ -1,6 +1,6 @@
 """Run a decider over a whole split once, save every decision, and read the results back.
 
-Notebooks 08, 09 and 11-16 analyse decisions on thousands of messages; making them live would take
+Notebooks 08, 09 and 11-17 analyse decisions on thousands of messages; making them live would take
 hours, so `run_split` runs them once (setup/run_results.py) and saves one JSON line per
 message in data/results/{task}-{method}-{split}.jsonl. The file starts with a header line
 naming the model, backend, library versions, prompt fingerprint and settings that produced
@@ -17,7 +17,7 @@ each run got), `complete_methods` (the methods whose runs reached every message)
 scaling of a saved run, step by step), and the method names once (`METHODS`, `LLM_METHODS`, `BASELINE_METHODS`, taken from the deciders themselves).
 
 `run_items` and `load_item_run` keep the same discipline (header, resumable rows, never mixed)
-for the smaller runs over a list of items that notebooks 07, 08, 10 and 17 read (`lib.question_runs`).
+for the smaller runs over a list of items that notebooks 07, 08, 10 and 18 read (`lib.question_runs`).
 Both read and write their files through `lib.results_store`, the one owner of those rules.
 """
 from __future__ import annotations
@@ -618,7 +618,7 @@ def run_items(name: str, items: Sequence[Any], compute: Callable[[int, Any], dic
               results_dir: Path = RESULTS_DIR, progress: bool = True) -> Path:
     """Compute one JSON row per item (a question, a message) and append it to `item_run_path(name)`.
 
-    The same file discipline as `run_split`, for the smaller runs behind notebooks 07, 08, 10 and 17:
+    The same file discipline as `run_split`, for the smaller runs behind notebooks 07, 08, 10 and 18:
     a header line (run name, model, backend, `settings` and their fingerprint, the `mode` that produced
     the answers, library versions, the `command` that remakes the file), then one row per item
     with its position `i`. Rows already in the file are skipped, so calling it again resumes.

@@ -6,7 +6,7 @@
 - `normalize_with_origins`: the same, remembering which original characters produced each
   normalised one, so a match in normalised text maps back to exact offsets.
 - `normalize_answer`, `matches_gold`: the rule that says whether a short answer is right
-  (notebooks 07, 10 and the assistant of 17): `normalize_text`, then numbers written one
+  (notebooks 07, 10 and the assistant of 18): `normalize_text`, then numbers written one
   way ("1,200", "three" -> "1200", "3") and punctuation as spaces.
 """
 from __future__ import annotations

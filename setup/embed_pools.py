@@ -2,7 +2,7 @@
 
     python setup/embed_pools.py
 
-The retrievers and baselines of notebooks 06, 08 and 11-16 (and their tests) need MiniLM vectors
+The retrievers and baselines of notebooks 06, 08 and 11-17 (and their tests) need MiniLM vectors
 of every pool message: 9,233 and 14,250 texts, about 40 s on two cores. `lib.indexes.pool_embeddings`
 keeps them in .cache/embeddings/ under a hash of the texts; made here, no notebook and no first
 `make test` waits for them. Safe to re-run: a pool already cached is read, not embedded again.

@@ -1,4 +1,4 @@
-"""Produce (or resume) the saved runs behind notebooks 06, 07, 08, 10 and 17-19 (see lib/question_runs.py).
+"""Produce (or resume) the saved runs behind notebooks 06, 07, 08, 10 and 18-20 (see lib/question_runs.py).
 
     python setup/run_question_runs.py                              # every run, live model
     python setup/run_question_runs.py --run handbook-short-answers # one run

@@ -1,7 +1,7 @@
 """Browser smoke test: the workbook as a learner meets it, in JupyterLab driven by headless Chromium.
 
-    python setup/smoke.py                # the chosen notebooks (00, 02, 11, 16 and every one with a widget)
-    python setup/smoke.py --only 11 16   # just these (name prefixes)
+    python setup/smoke.py                # the chosen notebooks (00, 02, 11, 17 and every one with a widget)
+    python setup/smoke.py --only 11 17   # just these (name prefixes)
 
 For each notebook: open it, check that opening did not mark it modified, clear every output, Run
 All through the menu, wait until the kernel is idle with no `[*]` prompt left, then check that
@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 LIB = REPO / "lib"
 SCREENSHOTS = REPO / "build" / "smoke"
-ALWAYS = ("00", "02", "11", "16")  # setup, retrieval, reliability diagrams, routing
+ALWAYS = ("00", "02", "11", "17")  # setup, retrieval, reliability diagrams, routing
 
 APT_PACKAGES = ("chromium", "chromium-driver", "fonts-noto-color-emoji")
 CHROMIUM = "/usr/bin/chromium"
@@ -646,7 +646,7 @@ def tracked_state() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="*", default=[], help="notebook name prefixes, e.g. 11 16")
+    parser.add_argument("--only", nargs="*", default=[], help="notebook name prefixes, e.g. 11 17")
     args = parser.parse_args()
     paths = chosen_notebooks(args.only)
     if not paths:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lib.asking import (CATEGORIES, CATEGORY_GRAMMAR, NUMBER_GRAMMAR, TRUE_QUESTION, CategoryCalibrator,
-                        ask_all, asking_messages, p_true, paired_metrics, read_category, read_number,
+                        ask_all, ask_true, asking_messages, p_true, paired_metrics, read_category, read_number,
                         stratified_sample, true_messages)
 from lib.calibration import ece
 from lib.grammar import check_grammar
@@ -189,6 +189,20 @@ def test_ask_all_on_the_embedded_model(embedded):
     assert min(asked.number_seconds, asked.category_seconds, asked.p_true_seconds) > 0
 
 
+def test_p_true_on_a_real_server_agrees_with_the_embedded_model(served, embedded):
+    """The asking path make test keeps on a real server: P(True) read from the candidates
+    llama_cpp.server reports (one forward pass each), as the embedded model computes it; the
+    grammar-constrained number and word are checked on a server by the test below (slow) and by
+    test_llm's grammar tests."""
+    task = [{"role": "system", "content": "Answer from the section: the thesis is due on 31 October."},
+            {"role": "user", "content": "When is the thesis due?"}]
+    (remote, _), (local, _) = ask_true(served, task, "31 October"), ask_true(embedded, task, "31 October")
+    assert set(local.scores) == {"Yes", "No", "yes", "no"}  # the embedded model scores every spelling
+    assert {"Yes", "No"} <= set(remote.scores) <= set(local.scores)  # the server: those among its candidates
+    assert remote.probability == pytest.approx(local.probability, abs=0.05)
+
+
+@pytest.mark.slow  # six requests, three of them generated under grammars on the server: 15 s on one thread
 def test_ask_all_on_a_real_server_agrees_with_the_embedded_model(served, embedded):
     """The same three questions through llama_cpp.server: the grammars hold, P(True) is read from
     the reported candidates, and the replies are the embedded model's (the same GGUF)."""

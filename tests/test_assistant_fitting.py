@@ -127,7 +127,7 @@ def test_decide_rows_hands_over_failed_checks_and_routes_the_rest_by_the_rule():
 
 # --------------------------------------------------------------------------- the notebooks read the settings
 
-ASSISTANT_NOTEBOOKS = ("17-assistant.ipynb", "19-finale.ipynb")
+ASSISTANT_NOTEBOOKS = ("18-assistant.ipynb", "20-finale.ipynb")
 SETTING_NAMES = ({f.name for f in fields(AssistantSettings)} | {f.name for f in fields(FinaleSettings)}
                  | {"target_precision", "costs", "threshold"})
 COST_KEYS = {"act_wrong", "ask", "hand_over", "act_right", "ask_wrong"}

@@ -108,7 +108,7 @@ def _not_saved(name: str, texts: list[str]) -> list[str]:
 def test_the_handbook_vectors_are_complete_and_current():
     """The committed vectors cover every handbook text the notebooks embed (notebook 02's chunkings,
     the questions, the in-scope examples) and were made by the installed MiniLM, so the notebooks
-    read them all: notebook 02 never writes the file, and 07, 09, 10 and 17 read it without writing (`read_only=True`)."""
+    read them all: notebook 02 never writes the file, and 05, 07, 09, 10 and 18 read it without writing (`read_only=True`)."""
     from lib import indexes
     from lib.datasets import load_corpus, load_questions, load_scope_examples
 

@@ -1,30 +1,26 @@
-"""The notebook 18 exercise checkers accept the right answer and reject wrong ones, and the answers hold in lib."""
+"""The notebook 18 exercise checkers accept the right answer and reject wrong ones."""
+import math
+
 from lib.exercises import is_correct
-from lib.fallback_answers import states_invented_policy
-from lib.model_citations import Claim, ClaimedAnswer, check_claims
+from lib.logprobs import renormalize
 
 
-def test_ex1_valid_markers_are_counted_as_check_claims_counts_them():
-    shown = {"a": "Theses are due on 1 May.", "b": "Late theses cost a fee of 80."}
-    claims = ClaimedAnswer(claims=[Claim(sentence="A late thesis costs 80.", source=2, quote="a fee of 80"),
-                                   Claim(sentence="Extensions need a form.", source=3, quote="an extension form"),
-                                   Claim(sentence="Theses are due in May.", source=1, quote="due on 1 May"),
-                                   Claim(sentence="Ask your advisor.", source=None, quote="")])
-    valid = sum(v.valid for v in check_claims(claims, shown))
-    assert valid == 2 and is_correct("nb18-ex1", valid)[0]
-    assert not is_correct("nb18-ex1", 3)[0] and not is_correct("nb18-ex1", True)[0]
+def test_ex1_decision():
+    assert is_correct("nb18-ex1", "ask")[0]
+    assert is_correct("nb18-ex1", " ASK ")[0]
+    assert not is_correct("nb18-ex1", "hand_over")[0]
+    assert not is_correct("nb18-ex1", 3)[0]
 
 
-def test_ex2_a_quote_with_a_changed_word_is_not_valid():
-    shown = {"exam": "The exam must be passed by the end of the fourth semester."}
-    claim = ClaimedAnswer(claims=[Claim(sentence="The exam is due in the fourth semester.", source=1,
-                                        quote="at the end of the fourth semester")])
-    assert not check_claims(claim, shown)[0].valid
-    assert is_correct("nb18-ex2", "no")[0] and is_correct("nb18-ex2", " No ")[0]
-    assert not is_correct("nb18-ex2", "yes")[0]
+def test_ex2_answerability():
+    probabilities, _ = renormalize([("yes", -0.7), ("yes", -1.6), ("no", -1.9), ("no", -3.0)], ("yes", "no"))
+    assert is_correct("nb18-ex2", probabilities["yes"])[0]
+    assert is_correct("nb18-ex2", 0.778)[0]
+    assert not is_correct("nb18-ex2", math.exp(-0.7) / (math.exp(-0.7) + math.exp(-1.9)))[0]  # one spelling only
+    assert not is_correct("nb18-ex2", "high")[0]
 
 
-def test_ex3_the_rule_flags_a_permission_granted_as_fact():
-    sentence = "Graduate students may park for free after 6 pm."
-    assert states_invented_policy(sentence)
-    assert is_correct("nb18-ex3", "yes")[0] and not is_correct("nb18-ex3", "no")[0]
+def test_ex3_precision():
+    assert is_correct("nb18-ex3", 3 / 4)[0]
+    assert not is_correct("nb18-ex3", 3 / 5)[0]
+    assert not is_correct("nb18-ex3", True)[0]

@@ -64,12 +64,13 @@ RIGHT_ANSWERS = {
     "nb12-ex1": 2 / 3, "nb12-ex2": 1.72, "nb12-ex3": _temperature_where_ranking_flips,
     "nb13-ex1": [0, 0.5, 0.5, 0.5, 0.5, 1], "nb13-ex2": 0.875, "nb13-ex3": (1.0, 0.5),
     "nb14-ex1": 0.5, "nb14-ex2": lambda: aurc([0.9, 0.8, 0.7], [True, False, True]),
-    "nb15-ex1": _clinc_handed_over_share, "nb15-ex2": _confident_group_share_of_second_step_errors,
-    "nb16-ex1": 0.2, "nb16-ex2": 18, "nb16-ex3": 0.977,
-    "nb17-ex1": "ask", "nb17-ex2": 0.778, "nb17-ex3": 0.75,
-    "nb18-ex1": 2, "nb18-ex2": "no", "nb18-ex3": "yes",
-    "nb19-ex1": 0.75, "nb19-ex2": 3.2, "nb19-ex3": "ask",
-    "nb20-ex1": 30, "nb20-ex2": (0.0, 0.5), "nb20-ex3": "large", "nb20-ex4": 0.5029,
+    "nb15-ex1": 0.879, "nb15-ex2": 299, "nb15-ex3": (5, 0), "nb15-ex4": (12, 0.1 / 12),
+    "nb16-ex1": _clinc_handed_over_share, "nb16-ex2": _confident_group_share_of_second_step_errors,
+    "nb17-ex1": 0.2, "nb17-ex2": 18, "nb17-ex3": 0.977,
+    "nb18-ex1": "ask", "nb18-ex2": 0.778, "nb18-ex3": 0.75,
+    "nb19-ex1": 2, "nb19-ex2": "no", "nb19-ex3": "yes",
+    "nb20-ex1": 0.75, "nb20-ex2": 3.2, "nb20-ex3": "ask",
+    "nb21-ex1": 30, "nb21-ex2": (0.0, 0.5), "nb21-ex3": "large", "nb21-ex4": 0.5029,
 }
 """A right answer per exercise whose answer numpy can hold (not nb04's lists of rule names, records and names, nor nb05's pairs)."""
 

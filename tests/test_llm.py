@@ -211,7 +211,7 @@ def test_server_agrees_with_embedded(served: OpenAICompatibleLLM, embedded: Embe
 
 def test_server_chat_without_top_candidates_still_returns_each_tokens_logprob(served: OpenAICompatibleLLM) -> None:
     """llama_cpp.server sends no log-probabilities without top_logprobs; the answer's perplexity
-    (notebook 17) needs the chosen tokens' own, as the embedded backend gives them."""
+    (notebook 18) needs the chosen tokens' own, as the embedded backend gives them."""
     reply = served.chat(_ask("my card has not arrived"), max_tokens=6)
     assert reply.tokens and "".join(step.token for step in reply.tokens) == reply.text
     assert all(step.top == () and step.logprob <= 0 for step in reply.tokens)
