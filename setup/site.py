@@ -245,8 +245,9 @@ def render_math(page_html: str) -> str:
 
 
 # The script tags mkdocs-jupyter's template always writes, each of which loads from a CDN: MathJax
-# (replaced by MathML above), mermaid (only for mermaid diagrams, which then show as text) and the
-# ipywidgets renderer (stored widgets then show their text; they are live in JupyterLab only).
+# (replaced by MathML above), mermaid (the course has no mermaid diagram, and the checks below stop
+# one: Material's own script would fetch mermaid for it) and the ipywidgets renderer (stored widgets
+# then show their text; they are live in JupyterLab only).
 REMOTE_LOADERS = (
     re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.DOTALL),
     re.compile(r'<script type="module">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*?</script>', re.DOTALL),
@@ -348,12 +349,21 @@ REMOTE_ASSET = re.compile(
     re.IGNORECASE)
 
 
+# Material's script (assets/javascripts/bundle.*.js) fetches mermaid from unpkg.com for each page that
+# has one of these; its other remote fetches need options mkdocs.yml leaves out (repo_url) or a browser
+# older than ResizeObserver (2020).
+MERMAID = re.compile(r'<pre\b[^>]*\bclass="[^"]*\bmermaid\b')
+
+
 def remote_references(text: str) -> list[str]:
     """Whatever in an HTML page or stylesheet would load from another host when it is shown (a
-    script, stylesheet, font, image, frame or import by URL), and any mention of a CDN's host.
-    Links a reader clicks (`<a href="https://...">`) and XML namespaces load nothing and pass."""
+    script, stylesheet, font, image, frame or import by URL, a mermaid diagram), and any mention of
+    a CDN's host. Links a reader clicks (`<a href="https://...">`) and XML namespaces load nothing
+    and pass."""
     found = [match[0][:160] for match in REMOTE_ASSET.finditer(text)]
     found += [f"mentions {host}" for host in CDN_HOSTS if host in text]
+    if MERMAID.search(text):
+        found.append("a mermaid diagram (the theme's script loads mermaid from unpkg.com)")
     return found
 
 

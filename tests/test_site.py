@@ -139,7 +139,8 @@ def test_remote_assets_are_found_and_links_and_namespaces_pass():
     for asset in ('<link rel="stylesheet" href="https://fonts.googleapis.com/css?family=Roboto">',
                   '<img alt="x" src="//example.org/a.png">', "<style>@import url('https://example.org/a.css');</style>",
                   "<style>body { background: url(http://example.org/a.png) }</style>",
-                  '<script defer src="https://example.org/require.js"></script>'):
+                  '<script defer src="https://example.org/require.js"></script>',
+                  '<div class="jp-Mermaid"><pre class="mermaid">graph LR; a --> b</pre></div>'):
         assert site.remote_references(asset), asset
 
 
