@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NB ?=
 
-.PHONY: setup model run run-server load-test lint test test-slow test-all record update refresh results lab smoke bench bench-course drift clean
+.PHONY: setup model run run-server load-test lint test test-slow test-all record update refresh results lab smoke site site-smoke bench bench-course drift clean
 
 setup:
 	@bash setup/install.sh
@@ -63,6 +63,12 @@ lab: setup            ## open JupyterLab on notebooks/ (the URL with its token i
 
 smoke: setup          ## JupyterLab in headless Chromium: Run All in notebooks 00, 02, 11, 17 and those with widgets
 	$(PY) setup/smoke.py
+
+site: setup           ## the course as a static, read-only site in build/site/, built offline (REPO_URL=https://.../blob/main: source links there)
+	$(PY) setup/site.py $(if $(REPO_URL),--repo-url "$(REPO_URL)")
+
+site-smoke: site      ## the site in headless Chromium: home page, three notebooks' figures, search, previous/next; screenshots in build/site-smoke/
+	$(PY) setup/site_smoke.py
 
 bench: setup          ## speed ratios measured side by side in one run
 	$(PY) setup/bench.py
