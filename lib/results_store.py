@@ -41,7 +41,7 @@ from typing import Any
 
 __all__ = [
     "RESULTS_DIR", "SECOND_MODELS", "HEADER", "LOCK_SUFFIX", "RunBusyError", "exclusive_lock", "results_dir_for",
-    "remake_command", "unwritable_message", "SavedLines", "ResultsStore",
+    "remake_command", "SavedLines", "ResultsStore",
 ]
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
@@ -78,7 +78,7 @@ class RunBusyError(RuntimeError):
     """Another process is writing the file this run would write; raised at once, naming that process."""
 
 
-def unwritable_message(path: Path, error: OSError, what: str) -> str:
+def _unwritable_message(path: Path, error: OSError, what: str) -> str:
     """Why `path` could not be written (`error`: a read-only folder, a full disk, ...), worded for
     the learner: the file, the system's reason, and that `what` (what was kept) is safe."""
     reason = error.strerror or type(error).__name__
@@ -111,7 +111,7 @@ def exclusive_lock(path: Path, busy: Callable[[str], Exception]) -> Iterator[Non
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(path, "a+", encoding="utf-8")
     except OSError as error:
-        raise OSError(error.errno, unwritable_message(path, error, "Nothing was written")) from None
+        raise OSError(error.errno, _unwritable_message(path, error, "Nothing was written")) from None
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -295,7 +295,7 @@ class ResultsStore:
                 finally:
                     partial.unlink(missing_ok=True)
         except OSError as error:
-            raise OSError(error.errno, unwritable_message(self.path, error, "Every row saved before is kept")) from None
+            raise OSError(error.errno, _unwritable_message(self.path, error, "Every row saved before is kept")) from None
         return content
 
     def _check_resumable(self, saved: Mapping[str, Any], header: Mapping[str, Any], checked: Sequence[str]) -> None:
@@ -345,7 +345,7 @@ class ResultsStore:
         try:
             handle = open(self.path, "ab")
         except OSError as error:
-            raise OSError(error.errno, unwritable_message(self.path, error, kept)) from None
+            raise OSError(error.errno, _unwritable_message(self.path, error, kept)) from None
         with handle:
             def append(entry: dict[str, Any]) -> None:
                 try:
@@ -364,7 +364,7 @@ class ResultsStore:
                     handle.write(line.encode("utf-8") + b"\n")
                     handle.flush()
                 except OSError as error:
-                    raise OSError(error.errno, unwritable_message(self.path, error, kept)) from None
+                    raise OSError(error.errno, _unwritable_message(self.path, error, kept)) from None
                 if entry["kind"] == "row":
                     rowed.add(entry[self.key])
 
