@@ -1,6 +1,16 @@
 # The workbook's commands. Each one sets up .venv (and the model) first if anything is missing.
 PY := .venv/bin/python
 NB ?=
+# The arguments a learner types (NB=, NAME=, ...) reach the scripts through the environment as
+# "$$NB", taken as typed ($(value ...): make expands nothing in them either): never pasted into the
+# shell line, so NB='00"; rm -rf x; "', a backquote or $(shell ...) stays text that the script
+# refuses, instead of a command that runs.
+override NB := $(value NB)
+override NAME := $(value NAME)
+override LEARNERS := $(value LEARNERS)
+override NOTEBOOK := $(value NOTEBOOK)
+override ONLY := $(value ONLY)
+export NB NAME LEARNERS NOTEBOOK ONLY
 
 .PHONY: setup model run run-server load-test lint test test-slow test-all record update refresh results lab smoke site site-smoke bench bench-course drift clean
 
@@ -8,16 +18,16 @@ setup:
 	@bash setup/install.sh
 
 model: setup          ## install a second pinned model (opt-in): make model NAME=qwen2.5-coder-0.5b-instruct
-	$(PY) setup/get_model.py --name "$(NAME)"
+	$(PY) setup/get_model.py --name "$$NAME"
 
 run: setup            ## execute every notebook live against the embedded model (copies in build/)
 	$(PY) setup/run_notebooks.py
 
 run-server: setup     ## execute every notebook live against the same model behind llama_cpp.server (copies in build/server/)
-	$(PY) setup/run_server.py --only "$(NB)"
+	$(PY) setup/run_server.py --only "$$NB"
 
 load-test: setup      ## LEARNERS (default 30) learners Run All one notebook (NOTEBOOK=00-setup) on one llama_cpp.server
-	$(PY) setup/load_test.py --learners $(or $(LEARNERS),30) --notebook $(or $(NOTEBOOK),00-setup)
+	$(PY) setup/load_test.py --learners "$${LEARNERS:-30}" --notebook "$${NOTEBOOK:-00-setup}"
 
 # Two workers; the tests that load the model share one of them (tests/conftest.py groups them and
 # hands out the longest work first), and each notebook's cells stay on one worker.
@@ -39,13 +49,13 @@ test-all: lint        ## ruff, then every test, the slow ones included, in one r
 	$(TEST)
 
 record: setup         ## re-record notebooks (all, or NB=06-grammars) and rewrite their outputs
-	$(PY) setup/run_notebooks.py --record --only "$(NB)"
+	$(PY) setup/run_notebooks.py --record --only "$$NB"
 
 update: setup         ## like record, but only requests not yet recorded call the model (NB=06-grammars)
-	$(PY) setup/run_notebooks.py --update --only "$(NB)"
+	$(PY) setup/run_notebooks.py --update --only "$$NB"
 
 refresh: setup        ## rewrite notebook outputs from recordings and the current data/results (no model)
-	$(PY) setup/run_notebooks.py --refresh --only "$(NB)"
+	$(PY) setup/run_notebooks.py --refresh --only "$$NB"
 
 results: setup       ## run or resume every saved run (resumable): committees (minutes), tool conversations (about an hour), BANKING77 / CLINC150 (hours on 2 cores), the questions of 06-10/18
 	$(PY) setup/run_committees.py
@@ -75,7 +85,7 @@ bench: setup          ## speed ratios measured side by side in one run
 	$(PY) setup/bench_decisions.py
 
 bench-course: setup   ## seconds against the classroom targets: notebooks live, make test, install (ONLY=00, REUSE=1)
-	$(PY) setup/bench_course.py --only "$(ONLY)" $(if $(REUSE),--reuse)
+	$(PY) setup/bench_course.py --only "$$ONLY" $(if $(REUSE),--reuse)
 
 drift: setup          ## run or resume the drift measurement (data/results/drift-*.jsonl, notebook 07; hours) and print its table
 	$(PY) setup/drift.py

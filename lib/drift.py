@@ -156,7 +156,8 @@ def drift_path(setting: str, results_dir: Path = RESULTS_DIR) -> Path:
 
 def _store(setting: str, results_dir: Path = RESULTS_DIR) -> ResultsStore:
     return ResultsStore(drift_path(setting, results_dir), _command(setting_named(setting)),
-                        {"row": _ROW_FIELDS, "failure": _FAILURE_FIELDS}, key="request", key_type=str)
+                        {"row": _ROW_FIELDS, "failure": _FAILURE_FIELDS}, key="request", key_type=str,
+                        names={"setting": setting})
 
 
 def _answer_row(request: Request, setting: Setting, llm: Any, decider: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import warnings
+import zipfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -197,7 +198,7 @@ class SavedEmbeddings:
         try:
             with np.load(self.path, allow_pickle=False) as saved:
                 model_id, keys, vectors = str(saved["model_id"]), saved["keys"], saved["vectors"]
-        except (OSError, ValueError, KeyError) as error:
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:  # e.g. a file cut short
             warnings.warn(f"{self.path}: cannot be read ({error}); its vectors will be computed again",
                           stacklevel=3)
             return {}
@@ -232,8 +233,11 @@ class SavedEmbeddings:
     def _write(self) -> None:
         keys = sorted(self.rows)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_name(self.path.name + ".partial")
-        with partial.open("wb") as handle:
-            np.savez_compressed(handle, model_id=np.array(self.model_id), keys=np.array(keys),
-                                vectors=np.stack([self.rows[key] for key in keys]).astype(np.float32))
-        os.replace(partial, self.path)
+        partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.partial")  # two processes never share one
+        try:
+            with partial.open("wb") as handle:
+                np.savez_compressed(handle, model_id=np.array(self.model_id), keys=np.array(keys),
+                                    vectors=np.stack([self.rows[key] for key in keys]).astype(np.float32))
+            os.replace(partial, self.path)
+        finally:  # a failed write (a full disk) leaves no partial file behind
+            partial.unlink(missing_ok=True)

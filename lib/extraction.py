@@ -443,7 +443,7 @@ def _committee_store(method: str, path: Path | None = None, results_dir: Path = 
     """The store of `method`'s saved run (at `path`, by default `committee_run_path`): rows by case id."""
     return ResultsStore(path or committee_run_path(method, results_dir),
                         f"python setup/run_committees.py --method {method}", {"row": _COMMITTEE_ROW_FIELDS},
-                        key="case", key_type=str)
+                        key="case", key_type=str, names={"method": method})
 
 
 def run_committee_cases(llm: LLM, method: str, cases: Sequence[Mapping[str, Any]], *, header: Mapping[str, Any],

@@ -669,7 +669,7 @@ class BackendConfig:
     backend: str
     base_url: str | None = None
     model: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # printed configs and errors never show the key
     max_top_logprobs: int = DEFAULT_SERVER_TOP_LOGPROBS
 
     @classmethod

@@ -9,7 +9,10 @@ every way a server can fail raises `ServerUnavailableError` (nothing answers) or
 from __future__ import annotations
 
 import json
+import math
 import re
+import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -18,11 +21,11 @@ from urllib.parse import urlparse
 from lib.llm import (CapabilityError, Completion, LocalMethods, Message, NextTokenLogprobs,
                      TokenLogprob, check_generation_args, library_versions, neutralise_template_tokens,
                      validate_messages)
-from lib.settings import DEFAULT_SERVER_TOP_LOGPROBS, check_base_url, timeout_setting
+from lib.settings import DEFAULT_SERVER_TOP_LOGPROBS, check_api_key, check_base_url, timeout_setting
 
 __all__ = [
     "ServerUnavailableError", "ServerError", "BASE_DEADLINE_S", "SLOWEST_READING_CHARS_PER_S",
-    "SLOWEST_WRITING_TOKENS_PER_S", "sized_deadline", "OpenAICompatibleLLM",
+    "SLOWEST_WRITING_TOKENS_PER_S", "MAX_REPLY_BYTES", "sized_deadline", "OpenAICompatibleLLM",
 ]
 
 
@@ -44,6 +47,9 @@ SLOWEST_READING_CHARS_PER_S = 50.0
 2-core laptop serving a few learners at once (this machine alone reads about 20 times faster)."""
 SLOWEST_WRITING_TOKENS_PER_S = 2.0
 """The slowest writing the default deadline allows for, in reply tokens a second."""
+MAX_REPLY_BYTES = 8 * 1024 * 1024
+"""The largest answer read from a server: a 4,096-token reply with 20 candidates per token is
+about 5 MB; a bigger one is a server gone wrong, refused before it fills the memory."""
 
 
 def sized_deadline(prompt_chars: int, max_tokens: int = 0) -> float:
@@ -67,6 +73,9 @@ class _Reply:
     text: str
 
     def json(self) -> Any:
+        if not self.text.strip():
+            raise ServerError(f"{self.url} answered {self.status} with an empty body, not JSON: the server stopped "
+                              "before answering, or is not an OpenAI-compatible server")
         try:
             return json.loads(self.text)
         except json.JSONDecodeError as error:
@@ -101,7 +110,33 @@ def _completion_problem(body: Any) -> str | None:
             if not (isinstance(candidate, dict) and isinstance(candidate.get("token"), str)
                     and isinstance(candidate.get("logprob"), (int, float))):
                 return "a top_logprobs candidate has no token text or no logprob number"
+        for logprob in (item["logprob"], *(candidate["logprob"] for candidate in item.get("top_logprobs") or [])):
+            if isinstance(logprob, bool) or not (math.isfinite(logprob) and logprob <= _LOGPROB_ROUNDING):
+                return (f"token {item['token']!r} has the logprob {logprob!r}; a log-probability is a finite number "
+                        "at most 0 (a probability at most 1)")
     return None
+
+
+_LOGPROB_ROUNDING = 1e-6
+"""How far above 0 a log-probability may be from a server's float rounding."""
+
+
+def _watch(opened: list[socket.socket]) -> Any:
+    """An httpcore trace hook that adds to `opened` the socket each new connection of the request opens."""
+    def trace(event: str, info: dict[str, Any]) -> None:
+        if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+            opened.append(info["return_value"].get_extra_info("socket"))
+    return trace
+
+
+def _shut(opened: list[socket.socket]) -> None:
+    """Shut the request's connections (its deadline passed): the read waiting on one returns at once.
+    httpx has no deadline for a whole request, only for each read, which a trickle never reaches."""
+    for connection in opened:
+        try:
+            connection.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed
+            pass
 
 
 class OpenAICompatibleLLM(LocalMethods):
@@ -128,14 +163,25 @@ class OpenAICompatibleLLM(LocalMethods):
         self.timeout = timeout_setting() if timeout is None else timeout
         if self.timeout is not None and not self.timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        api_key = check_api_key(api_key, "api_key")
+        self._api_key = api_key  # only to redact it from the server's words (`_redacted`)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(headers=headers)
+        # follow_redirects=False (httpx's default, said here on purpose): the Authorization header must
+        # reach no other host than base_url's; a redirect is reported instead (`_request`). No kept-alive
+        # connections: each request opens its own, which `_request`'s deadline can close (`_watch`).
+        self._client = httpx.Client(headers=headers, follow_redirects=False,
+                                    limits=httpx.Limits(max_keepalive_connections=0))
         self._schema_style = "json_schema"
         self._is_openai = urlparse(self.base_url).hostname == "api.openai.com"
 
     @property
     def identity(self) -> str:
         return f"openai:{self.model}"
+
+    def _redacted(self, text: str) -> str:
+        """`text` (a server's answer, an error) with the API key replaced by [API key]: a server that
+        echoes the request's headers must not put the key into an error message."""
+        return text.replace(self._api_key, "[API key]") if self._api_key else text
 
     def _root_url(self) -> str:
         return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
@@ -151,15 +197,32 @@ class OpenAICompatibleLLM(LocalMethods):
                else "the default deadline for a request of this size; WORKBOOK_TIMEOUT sets a fixed one")
         late = ServerError(f"{url} did not finish answering within {seconds:g} s ({why}); the server is "
                            "overloaded or stuck. Raise WORKBOOK_TIMEOUT for slow hardware")
+        opened: list[socket.socket] = []
+        watchdog = threading.Timer(seconds, _shut, args=(opened,))  # stops a server that trickles even its headers
+        watchdog.daemon = True
+        watchdog.start()
+        too_big = ServerError(f"{url} answered with more than {MAX_REPLY_BYTES // 2**20} MB, the most a chat "
+                              "completion needs; the server is not answering as an OpenAI-compatible server does")
         try:
-            with self._client.stream(method, url, json=payload, timeout=seconds) as response:
+            with self._client.stream(method, url, json=payload, timeout=seconds,
+                                     extensions={"trace": _watch(opened)}) as response:
+                if response.is_redirect:
+                    where = self._redacted(response.headers.get("location", "")[:200])
+                    raise ServerError(f"{url}: the server redirected ({response.status_code}) to {where!r}; the "
+                                      "workbook does not follow redirects, so the API key reaches no other host. "
+                                      "Set WORKBOOK_BASE_URL to the address that answers")
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > MAX_REPLY_BYTES:
+                    raise too_big
                 body = bytearray()
                 for chunk in response.iter_bytes():
                     body += chunk
+                    if len(body) > MAX_REPLY_BYTES:
+                        raise too_big
                     if time.monotonic() > deadline:
                         raise late
                 text = body.decode(response.encoding or "utf-8", errors="replace")
-                return _Reply(url, response.status_code, text)
+                return _Reply(url, response.status_code, self._redacted(text))
         except (httpx.ConnectError, httpx.ConnectTimeout) as error:
             raise ServerUnavailableError(
                 f"no answer from the model server at {self.base_url} ({type(error).__name__}). Start one, "
@@ -171,8 +234,12 @@ class OpenAICompatibleLLM(LocalMethods):
         except httpx.TimeoutException:
             raise late from None
         except httpx.TransportError as error:
+            if time.monotonic() > deadline:  # the watchdog closed the connection
+                raise late from None
             raise ServerError(f"{url}: the server closed or broke the connection before its answer was complete "
-                              f"({type(error).__name__}: {error})") from None
+                              f"({type(error).__name__}: {self._redacted(str(error))})") from None
+        finally:
+            watchdog.cancel()
 
     def _post_json(self, url: str, payload: dict) -> Any:
         reply = self._request("POST", url, payload)

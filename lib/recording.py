@@ -230,6 +230,7 @@ class RecordingStore:
         """Replace the recording with the new one (an atomic rename); nothing happens when not writing."""
         if not self.writing:
             return
+        _synced(self.pending_path)
         os.replace(self.pending_path, self.path)
         self.writing = False
         self._previous_calls = {}
@@ -459,9 +460,18 @@ def finish_pending(folder: Path = RECORDINGS_DIR, run_id: int | None = None, *, 
         name = _recording_name(pending)
         if keep_earlier:
             _append_earlier_calls(pending, folder / f"{name}.jsonl")
+        _synced(pending)
         os.replace(pending, folder / f"{name}.jsonl")
         names.append(name)
     return names
+
+
+def _synced(path: Path) -> Path:
+    """`path` after its bytes reached the disk: renamed over a recording only then, so a power cut
+    after the rename cannot leave an empty or partial recording in its place."""
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+    return path
 
 
 def _append_earlier_calls(pending: Path, earlier: Path) -> None:

@@ -15,17 +15,26 @@ appended as each is computed, so a run that is stopped resumes where it stopped.
   refuses a file made with other settings or without its header, and otherwise only ever appends;
 - one writer at a time: `writing` holds a lock beside the file (`<file>.lock`), so a second run of
   the same saved run started meanwhile stops at once with `RunBusyError` instead of computing the
-  same rows twice or cutting a line the first is writing.
+  same rows twice or cutting a line the first is writing;
+- a line is strict JSON: NaN or an infinity (which Python's json writes and reads by default, and
+  every mean over the rows would silently turn into NaN) is refused when appended and when read;
+- an item has at most one row (a failure may be followed by the row a retry decided): a second row
+  for the same item is refused when appended and when read, since nothing says which one is right;
+- a header that names another run than the file's (`names`: a file copied or renamed) is refused;
+- a folder that cannot be written or a full disk stops the writer with an error naming the file,
+  and the rows already saved stay (a torn last line is repaired by the next writer).
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
+import math
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +78,26 @@ class RunBusyError(RuntimeError):
     """Another process is writing the file this run would write; raised at once, naming that process."""
 
 
+def _unwritable_message(path: Path, error: OSError, what: str) -> str:
+    """Why `path` could not be written (`error`: a read-only folder, a full disk, ...), worded for
+    the learner: the file, the system's reason, and that `what` (what was kept) is safe."""
+    reason = error.strerror or type(error).__name__
+    advice = {errno.ENOSPC: "free some disk space", errno.EDQUOT: "free some disk space",
+              errno.EACCES: f"make {path.parent} writable", errno.EPERM: f"make {path.parent} writable",
+              errno.EROFS: "use a copy of the repository on a writable disk"}.get(error.errno, "fix the cause")
+    return f"cannot write {path}: {reason} (errno {error.errno}). {what}; {advice}, then run the command again"
+
+
+def _strict_constant(name: str) -> float:
+    """json.loads' hook for NaN, Infinity and -Infinity: a results line never holds them."""
+    raise _BadLine(f"a line holding {name}, which is not a number a saved run may hold (strict JSON has no "
+                   "NaN or infinity)")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_strict_constant)
+"""json's decoder, refusing the NaN and infinities that Python's json writes unless told not to."""
+
+
 @contextmanager
 def exclusive_lock(path: Path, busy: Callable[[str], Exception]) -> Iterator[None]:
     """Hold an exclusive lock on `path` for the duration of the block.
@@ -78,8 +107,12 @@ def exclusive_lock(path: Path, busy: Callable[[str], Exception]) -> Iterator[Non
     writes its process id and command line into `path`; when another process holds the lock,
     `busy(holder)` is raised at once with that text (the caller words the error), never a wait.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+", encoding="utf-8") as handle:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+", encoding="utf-8")
+    except OSError as error:
+        raise OSError(error.errno, _unwritable_message(path, error, "Nothing was written")) from None
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -120,7 +153,9 @@ class ResultsStore:
     line. key: the field naming the item a line is about ("i", a position; "case", an id), of
     type `key_type`. fields: the fields each kind of line ("row", and "failure" where the run
     saves what it could not compute) must have besides `kind`, e.g. {"row": ("i", "text", ...),
-    "failure": ("i", "error")}; a line of a kind not listed is refused.
+    "failure": ("i", "error")}; a line of a kind not listed is refused. names: the header fields
+    that say which run the file is, e.g. {"task": "banking77", "split": "test"}; a header that
+    gives another value is refused (the file was copied or renamed from another run's).
     """
 
     path: Path
@@ -128,6 +163,7 @@ class ResultsStore:
     fields: Mapping[str, Sequence[str]]
     key: str = "i"
     key_type: type = int
+    names: Mapping[str, Any] = field(default_factory=dict)
 
     # -- reading
 
@@ -157,6 +193,7 @@ class ResultsStore:
         header, header_line = None, None
         rows: dict[Any, dict[str, Any]] = {}
         failures: dict[Any, dict[str, Any]] = {}
+        row_lines: dict[Any, int] = {}
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -171,8 +208,19 @@ class ResultsStore:
                 if rows or failures:
                     raise self._damaged(number, "a header line after rows: the rows before it come from another "
                                                 "run, and one file holds one run")
+                other = {name: entry[name] for name, value in self.names.items()
+                         if name in entry and entry[name] != value}
+                if other:
+                    raise self._damaged(number, f"a header naming another run ({other}, where this file is "
+                                                f"{dict(self.names)}): it was copied or renamed from another run's file")
                 header, header_line = entry, number
                 continue
+            if entry["kind"] == "row" and entry[self.key] in row_lines:
+                raise self._damaged(number, f"a second row for {self.key!r} {entry[self.key]!r} (the first is line "
+                                            f"{row_lines[entry[self.key]]}): one item has one row, and nothing says "
+                                            "which of the two is right")
+            if entry["kind"] == "row":
+                row_lines[entry[self.key]] = number
             rows.pop(entry[self.key], None)
             failures.pop(entry[self.key], None)
             (rows if entry["kind"] == "row" else failures)[entry[self.key]] = entry
@@ -185,7 +233,7 @@ class ResultsStore:
         except UnicodeDecodeError as error:
             raise _BadLine(f"not UTF-8 text (byte {line[error.start]:#04x} at position {error.start})") from None
         try:
-            entry = json.loads(text)
+            entry = _DECODER.decode(text)
         except json.JSONDecodeError as error:
             raise _BadLine(f"not a JSON line of a results file ({error}): {text[:80]!r}") from None
         self._check(entry)
@@ -227,18 +275,27 @@ class ResultsStore:
                 "Restore its first line (e.g. from git), or move the file away to start again")
         if content.header is not None:
             self._check_resumable(content.header, header, checked)
-        if content.torn_bytes:
-            with open(self.path, "r+b") as handle:
-                handle.truncate(self.path.stat().st_size - content.torn_bytes)
-            warnings.warn(f"{self.path}: removed an unfinished last line ({content.torn_bytes} bytes) left by an "
-                          "interrupted run; that row is computed again", UserWarning, stacklevel=3)
-        elif content.missing_newline:
-            with open(self.path, "ab") as handle:
-                handle.write(b"\n")
-        if content.header is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "w", encoding="utf-8") as handle:  # new, empty or blank: nothing to lose
-                handle.write(json.dumps({**header, "kind": HEADER}, ensure_ascii=False, sort_keys=True) + "\n")
+        try:
+            if content.torn_bytes:
+                with open(self.path, "r+b") as handle:
+                    handle.truncate(self.path.stat().st_size - content.torn_bytes)
+                warnings.warn(f"{self.path}: removed an unfinished last line ({content.torn_bytes} bytes) left by an "
+                              "interrupted run; that row is computed again", UserWarning, stacklevel=3)
+            elif content.missing_newline:
+                with open(self.path, "ab") as handle:
+                    handle.write(b"\n")
+            if content.header is None:  # new, empty or blank: nothing to lose
+                line = json.dumps({**header, "kind": HEADER}, ensure_ascii=False, sort_keys=True, allow_nan=False)
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.partial")
+                try:  # the file appears with its whole header or not at all
+                    with open(partial, "w", encoding="utf-8") as handle:
+                        handle.write(line + "\n")
+                    os.replace(partial, self.path)
+                finally:
+                    partial.unlink(missing_ok=True)
+        except OSError as error:
+            raise OSError(error.errno, _unwritable_message(self.path, error, "Every row saved before is kept")) from None
         return content
 
     def _check_resumable(self, saved: Mapping[str, Any], header: Mapping[str, Any], checked: Sequence[str]) -> None:
@@ -273,26 +330,59 @@ class ResultsStore:
 
         with exclusive_lock(lock, busy):
             content = self.start(header, checked)
-            with self.appending() as append:
+            with self.appending(content.rows) as append:
                 yield content, append
 
     @contextmanager
-    def appending(self) -> Iterator[Callable[[dict[str, Any]], None]]:
+    def appending(self, rows: Collection[Any] = ()) -> Iterator[Callable[[dict[str, Any]], None]]:
         """A function that appends one complete line (checked as `read` checks lines) and flushes it; synced at the end.
 
-        Call `start` first: it writes the header and repairs what a kill left.
+        Call `start` first: it writes the header, repairs what a kill left, and returns the keys
+        that already have a row (`rows`): a second row for one of them is refused.
         """
-        with open(self.path, "a", encoding="utf-8") as handle:
+        kept = "Every row saved before this one is kept (a cut last line is removed when the run resumes)"
+        rowed = set(rows)
+        try:
+            handle = open(self.path, "ab")
+        except OSError as error:
+            raise OSError(error.errno, _unwritable_message(self.path, error, kept)) from None
+        with handle:
             def append(entry: dict[str, Any]) -> None:
                 try:
                     self._check(entry)
+                    not_finite = _not_finite(entry)  # (a read refuses them too: `_strict_constant`)
+                    if not_finite:
+                        raise _BadLine(f"a {entry['kind']} line whose {not_finite} is not a finite number (NaN or "
+                                       "infinite)")
                 except _BadLine as error:
                     raise ValueError(f"{self.path}: refusing to append {error}") from None
-                handle.write(json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n")
-                handle.flush()
+                if entry["kind"] == "row" and entry[self.key] in rowed:
+                    raise ValueError(f"{self.path}: refusing to append a second row for {self.key!r} "
+                                     f"{entry[self.key]!r}; one item has one row")
+                line = json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+                try:  # one write and flush per line, so a failed write leaves at most one cut line
+                    handle.write(line.encode("utf-8") + b"\n")
+                    handle.flush()
+                except OSError as error:
+                    raise OSError(error.errno, _unwritable_message(self.path, error, kept)) from None
+                if entry["kind"] == "row":
+                    rowed.add(entry[self.key])
 
             try:
                 yield append
             finally:
-                handle.flush()
-                os.fsync(handle.fileno())
+                with suppress(OSError):  # a full disk was reported where it happened
+                    os.fsync(handle.fileno())
+
+
+def _not_finite(value: Any, where: str = "") -> str:
+    """The path (e.g. "probability", "top[2]") of the first NaN or infinite float in `value`, else ""."""
+    if isinstance(value, float):
+        return "" if math.isfinite(value) else where or "value"
+    if isinstance(value, dict):
+        items = ((f"{where}.{name}" if where else str(name), item) for name, item in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{where}[{index}]", item) for index, item in enumerate(value))
+    else:
+        return ""
+    return next((found for path, item in items if (found := _not_finite(item, path))), "")

@@ -143,7 +143,8 @@ _FAILURE_FIELDS = ("i", "text", "label", "error")
 def _store(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> ResultsStore:
     """The store of a split run's file: rows and failures by message index `i`."""
     return ResultsStore(results_path(task, split, method, results_dir), _command(task, split, method, results_dir),
-                        {"row": _ROW_FIELDS, "failure": _FAILURE_FIELDS})
+                        {"row": _ROW_FIELDS, "failure": _FAILURE_FIELDS},
+                        names={"task": task, "split": split, "method": method})
 
 
 def _command(task: str, split: str, method: str, results_dir: Path) -> str:
@@ -610,7 +611,7 @@ def _item_store(name: str, results_dir: Path, command: str | None = None) -> Res
     script = next((script for start, script in _ITEM_RUN_SCRIPTS.items() if name.startswith(start)),
                   "setup/run_question_runs.py")
     return ResultsStore(item_run_path(name, results_dir), command or remake_command(f"python {script} --run {name}", results_dir),
-                        {"row": ("i",)})
+                        {"row": ("i",)}, names={"run": name})
 
 
 def run_items(name: str, items: Sequence[Any], compute: Callable[[int, Any], dict[str, Any]], *,

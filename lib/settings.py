@@ -26,13 +26,14 @@ dropped connection. A blank value counts as unset.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlparse
 
 __all__ = [
-    "MODES", "RUN_ID_VARIABLE", "DEFAULT_SERVER_TOP_LOGPROBS", "numeric_setting", "check_base_url", "mode_setting",
+    "MODES", "RUN_ID_VARIABLE", "DEFAULT_SERVER_TOP_LOGPROBS", "MAX_URL_CHARS", "numeric_setting", "check_base_url",
+    "check_api_key", "mode_setting",
     "run_id_setting", "backend_setting", "ServerSettings", "server_settings", "timeout_setting",
     "context_tokens_setting", "threads_setting", "model_name_setting", "model_path_setting", "cache_dir_setting",
 ]
@@ -46,6 +47,9 @@ RUN_ID_VARIABLE = "WORKBOOK_RUN_ID"
 DEFAULT_SERVER_TOP_LOGPROBS = 20
 """Top candidates per token asked of a server unless WORKBOOK_MAX_TOP_LOGPROBS says otherwise
 (OpenAI allows 20; llama.cpp's servers more)."""
+MAX_URL_CHARS = 2000
+"""The longest server URL accepted: a scheme, a host, a port and an API path fit many times over,
+and a longer one is a pasted document or a mistake that would fill every error message."""
 
 
 def _raw(name: str) -> str:
@@ -78,17 +82,52 @@ def numeric_setting(name: str, kind: type[_Number], default: _Number, *, minimum
 
 def check_base_url(url: str, name: str = "WORKBOOK_BASE_URL") -> str:
     """`url` without surrounding spaces if it is an http or https URL with a host, else ValueError
-    naming `name` (the variable or argument it came from) and the value."""
+    naming `name` (the variable or argument it came from) and the value.
+
+    Also refused, since the URL is printed in error messages and saved in recordings and saved
+    runs: a user name or password in it (`http://user:secret@host/v1`; the message does not repeat
+    them and says to use WORKBOOK_API_KEY), a query or fragment (`?api_key=...`), control or
+    non-ASCII characters, and more than `MAX_URL_CHARS` characters. IPv6 hosts (`http://[::1]:8080/v1`)
+    are accepted.
+    """
     text = url.strip() if isinstance(url, str) else ""
+    if len(text) > MAX_URL_CHARS:
+        raise ValueError(f"{name} is {len(text):,} characters long ({text[:60]!r}...), more than the {MAX_URL_CHARS:,} "
+                         "a server URL may have: give the scheme, the host, the port and the API path, e.g. "
+                         "http://127.0.0.1:8080/v1")
     try:
         parsed = urlparse(text)
         valid = (parsed.scheme in ("http", "https") and bool(parsed.hostname) and (parsed.port is None or parsed.port > 0)
-                 and not any(character.isspace() for character in text))
-    except ValueError:  # a port that is not a number from 0 to 65535
-        valid = False
+                 and text.isascii() and text.isprintable() and not any(character.isspace() for character in text))
+    except ValueError:  # a port that is not a number from 0 to 65535, a broken [IPv6] host
+        valid, parsed = False, None
+    if parsed is not None and (parsed.username is not None or parsed.password is not None):
+        shown = parsed._replace(netloc=f"***@{parsed.netloc.rpartition('@')[2]}").geturl()
+        raise ValueError(f"{name}={shown!r} holds a user name or password (shown as ***), which would be printed "
+                         "in error messages and saved in recordings: remove it from the URL and give the key "
+                         "in WORKBOOK_API_KEY instead (sent as an Authorization header to that server only)")
+    if valid and (parsed.query or parsed.fragment or "?" in text or "#" in text):
+        raise ValueError(f"{name}={url!r} has a query or fragment (after ? or #): a server URL is the scheme, the "
+                         "host, the port and the API path, e.g. http://127.0.0.1:8080/v1; give a key in "
+                         "WORKBOOK_API_KEY, never in the URL")
     if not valid:
         raise ValueError(f"{name}={url!r} is not a server URL: give http:// or https://, the host, the port if "
                          "needed and the API path, e.g. http://127.0.0.1:8080/v1")
+    return text
+
+
+def check_api_key(key: str | None, name: str = "WORKBOOK_API_KEY") -> str | None:
+    """`key` without surrounding spaces, or None when it is None or blank; ValueError, which never
+    repeats the key, when it holds spaces, control or non-ASCII characters (an HTTP header cannot
+    carry them, and the HTTP library's own error would print the key)."""
+    text = key.strip() if isinstance(key, str) else ""
+    if key is not None and not isinstance(key, str):
+        raise ValueError(f"{name} must be text, got {type(key).__name__}")
+    if not text:
+        return None
+    if not (text.isascii() and text.isprintable()) or any(character.isspace() for character in text):
+        raise ValueError(f"{name} ({len(text)} characters, not shown) holds spaces, line breaks or characters "
+                         "outside ASCII, which no API key has: copy the key again, without quotes or a line break")
     return text
 
 
@@ -134,8 +173,9 @@ class ServerSettings:
     """$WORKBOOK_BASE_URL, checked by `check_base_url`, e.g. http://127.0.0.1:8080/v1."""
     model: str
     """$WORKBOOK_MODEL: the model id the server lists at /v1/models."""
-    api_key: str | None
-    """$WORKBOOK_API_KEY, or None when the server needs none."""
+    api_key: str | None = field(repr=False)
+    """$WORKBOOK_API_KEY, or None when the server needs none; never in the repr, so printing the
+    settings or an error that shows them does not reveal it."""
     max_top_logprobs: int
     """$WORKBOOK_MAX_TOP_LOGPROBS: the most top candidates per token the server gives."""
 
@@ -152,7 +192,8 @@ def server_settings() -> ServerSettings:
                          "and WORKBOOK_MODEL (the server's model id)")
     max_top_logprobs = numeric_setting("WORKBOOK_MAX_TOP_LOGPROBS", int, DEFAULT_SERVER_TOP_LOGPROBS, minimum=1,
                                        maximum=1000, meaning="the most top candidates per token the server gives")
-    return ServerSettings(check_base_url(base_url), model, os.environ.get("WORKBOOK_API_KEY"), max_top_logprobs)
+    return ServerSettings(check_base_url(base_url), model, check_api_key(os.environ.get("WORKBOOK_API_KEY")),
+                          max_top_logprobs)
 
 
 def timeout_setting() -> float | None:

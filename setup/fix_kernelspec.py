@@ -11,6 +11,7 @@ the tracked file. This script rewrites only `metadata.kernelspec`; cells and out
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -40,7 +41,12 @@ def fix(path: Path, kernelspec: dict[str, str], write: bool = True) -> bool:
         return False
     if write:
         notebook.metadata["kernelspec"] = kernelspec
-        nbformat.write(notebook, path)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")  # a kill leaves the notebook whole
+        try:
+            nbformat.write(notebook, partial)
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
     return True
 
 

@@ -6,7 +6,8 @@
                                                   # request are reused: only new requests call the model
     python setup/run_notebooks.py --refresh       # replay: outputs rewritten in place from the recordings
                                                   # and the current data/results (no model is loaded)
-    python setup/run_notebooks.py --only 00-setup # one notebook (name prefix)
+    python setup/run_notebooks.py --only 00-setup # one notebook: its number (00), name (00-setup) or file
+                                                  # (notebooks/00-setup.ipynb); anything else is refused
 
 The mode reaches the notebooks through WORKBOOK_MODE; the committed notebooks are only
 written in record or update mode, which is how their stored outputs and recordings are produced, or in
@@ -27,6 +28,7 @@ import contextlib
 import datetime
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -58,6 +60,42 @@ class NotebookRun:
     seconds: float
     error: str = ""  # "cell 12 (`answers = ask(...)`): ValueError: ..." when a cell failed
     slowest_cell: tuple[int, float, str] | None = None  # (cell index, seconds, first source line)
+
+
+_NOTEBOOK_ARGUMENT = re.compile(r"(?:notebooks/)?(?P<name>(?P<number>[0-9]{2})(?:-[A-Za-z0-9_-]*)?)(?:\.ipynb)?")
+"""What --only (make's NB=) may be: a notebook's number, its name or the start of it, or its file."""
+
+
+class SelectionError(ValueError):
+    """--only names no single notebook of the folder; the message says what it accepts."""
+
+
+def select_notebooks(only: str, notebooks: Path = NOTEBOOKS) -> list[Path]:
+    """The notebooks of `notebooks` that `only` (--only, make's NB=) names: all of them when it is
+    empty, else exactly one, named by its number ("06"), its name or the start of it ("06-grammars",
+    "06-gram") or its file ("notebooks/06-grammars.ipynb").
+
+    Raises SelectionError for anything else, before any notebook runs: a path outside notebooks/
+    (`../../etc/passwd`), shell text (`00; rm -rf x`), spaces, a number or name that no notebook has,
+    and one that two notebooks share (both named, so the learner can choose); the argument is never
+    used as a path or a pattern, only compared with the notebooks' names.
+    """
+    paths = sorted(notebooks.glob("[0-9][0-9]-*.ipynb"))
+    if only == "":
+        return paths
+    known = ", ".join(path.stem.split("-", 1)[0] for path in paths)
+    match = _NOTEBOOK_ARGUMENT.fullmatch(only)
+    if match is None:
+        raise SelectionError(f"NB={only[:80]!r} is not a notebook: give one notebook's number (e.g. NB=06), its name "
+                             f"(NB=06-grammars) or nothing for all of them; the notebooks are numbered {known}")
+    name = match["name"]
+    chosen = [path for path in paths if path.stem.split("-", 1)[0] == match["number"] and path.stem.startswith(name)]
+    if not chosen:
+        raise SelectionError(f"NB={only!r}: no notebook in {notebooks.name}/ is {name!r}; the notebooks are numbered {known}")
+    if len(chosen) > 1:
+        raise SelectionError(f"NB={only!r} names {len(chosen)} notebooks ({', '.join(path.name for path in chosen)}); "
+                             "give the whole name of the one to run")
+    return chosen
 
 
 def first_line(text: str, width: int = 60) -> str:
@@ -148,7 +186,7 @@ def save_times(part: str, entry: dict) -> None:
     else:
         times[part] = entry
     TIMES.parent.mkdir(parents=True, exist_ok=True)
-    temporary = TIMES.with_suffix(".tmp")
+    temporary = TIMES.with_name(f"{TIMES.name}.{os.getpid()}.tmp")  # two runs never write one temporary file
     temporary.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     temporary.replace(TIMES)
 
@@ -166,9 +204,14 @@ def main(argv: list[str] | None = None, notebooks: Path = NOTEBOOKS, recordings:
     modes.add_argument("--update", action="store_true",
                        help="WORKBOOK_MODE=update (record only requests not yet recorded), write outputs in place")
     modes.add_argument("--refresh", action="store_true", help="WORKBOOK_MODE=replay, write outputs in place")
-    parser.add_argument("--only", default="", help="run only notebooks whose name starts with this")
+    parser.add_argument("--only", default="", help="run only this notebook: its number (06), name or file")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds allowed per cell")
     args = parser.parse_args(argv)
+    try:  # before anything is set, locked or loaded
+        paths = select_notebooks(args.only, notebooks)
+    except SelectionError as error:
+        print(f"refused: {error}", file=sys.stderr)
+        return 2
     mode = "record" if args.record else "update" if args.update else "replay" if args.refresh else "live"
     model_folder = BackendConfig.from_environment().files_key()
     if mode != "live" and model_folder is not None:  # before anything is set or written
@@ -181,9 +224,8 @@ def main(argv: list[str] | None = None, notebooks: Path = NOTEBOOKS, recordings:
     os.environ[RUN_ID_VARIABLE] = str(os.getpid())  # the kernels' new recordings belong to this run
     writing = args.record or args.update
     in_place = writing or args.refresh
-    paths = sorted(p for p in notebooks.glob("[0-9][0-9]-*.ipynb") if p.name.startswith(args.only))
     if not paths:
-        print(f"no notebooks match {args.only!r} in {notebooks}", file=sys.stderr)
+        print(f"no notebooks in {notebooks}", file=sys.stderr)
         return 2
     with contextlib.ExitStack() as locks:
         if in_place:  # every notebook this run writes, before any model time is spent

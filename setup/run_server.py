@@ -22,15 +22,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from setup.llama_server import running_server  # noqa: E402
-from setup.run_notebooks import BUILD  # noqa: E402
+from setup.run_notebooks import BUILD, SelectionError, select_notebooks  # noqa: E402
 from setup.run_notebooks import main as run_notebooks  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="", help="run only notebooks whose name starts with this")
+    parser.add_argument("--only", default="", help="run only this notebook: its number (06), name or file")
     parser.add_argument("--port", type=int, default=None, help="the server's port (a free one by default)")
     args = parser.parse_args(argv)
+    try:  # before the server starts
+        select_notebooks(args.only)
+    except SelectionError as error:
+        print(f"refused: {error}", file=sys.stderr)
+        return 2
     BUILD.mkdir(parents=True, exist_ok=True)
     log = BUILD / "llama-cpp-server.log"
     print("starting llama_cpp.server with the workbook's model ...", flush=True)
