@@ -467,7 +467,7 @@ def _clinc_out_of_scope_handed_over() -> float:
 
     Read from the saved run once per process: a checker may be called many times."""
     from lib.datasets import OUT_OF_SCOPE
-    from lib.runs import load_results
+    from lib.saved_runs.decisions import load_results
 
     frame = load_results("clinc150", "test", "embed-logreg")
     out_of_scope = (frame["label"] == OUT_OF_SCOPE).to_numpy()
@@ -479,7 +479,7 @@ def _confident_group_among_second_step_errors() -> float:
     """Among BANKING77 test decisions with the right group and the wrong intent, the share with P(group) >= 0.5.
 
     Read from the saved run once per process: a checker may be called many times."""
-    from lib.runs import load_results
+    from lib.saved_runs.decisions import load_results
 
     frame = load_results("banking77", "test", "full")
     second_step_error = (frame["in_candidates"] & ~frame["correct"]).to_numpy(bool)

@@ -15,7 +15,7 @@ What is here:
 - `schema_for_model`: JSON schemas for llama.cpp's JSON-schema-to-grammar
   converter (`response_format={"type": "json_object", "schema": ...}`).
 - `check_grammar`, `GrammarConstraint`: llama.cpp's own parser and sampler for a GBNF
-  grammar (the embedded backend's constrained generation, `lib.llm`).
+  grammar (the embedded backend's constrained generation, `lib.backends.embedded`).
 
 The label groups the codes are built from (`LabelGroups`, `load_label_groups`) live with
 the datasets, in `lib.datasets`.
@@ -353,7 +353,7 @@ def check_grammar(grammar: str) -> None:
 class GrammarConstraint:
     """A llama.cpp GBNF grammar sampler applied to raw logits (-inf where the grammar forbids).
 
-    The embedded backend's constrained generation (`lib.llm.EmbeddedLLM.chat`): `llama_cpp`
+    The embedded backend's constrained generation (`lib.backends.embedded.EmbeddedLLM.chat`): `llama_cpp`
     is the imported module and `vocab` the model's vocabulary, so this module needs neither.
     """
 

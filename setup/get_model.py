@@ -32,4 +32,4 @@ if __name__ == "__main__":
         sys.exit("[model] interrupted; the partly downloaded and assembled files were removed")
     if model != DEFAULT_MODEL:
         print(f"[model] {model.title} ({model.licence}, per {model.licence_source}) is ready: set "
-              f"WORKBOOK_MODEL={model.name} to use it, e.g. `WORKBOOK_MODEL={model.name} python setup/run_results.py`")
+              f"WORKBOOK_MODEL={model.name} to use it, e.g. `WORKBOOK_MODEL={model.name} python setup/run_saved.py --run banking77-full-test`")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lib.drift import ANSWER, DECISION, PAIRS, SETTINGS, Pair, compare, drift_path, drift_table, setting_named
+from lib.saved_runs.drift import (ANSWER, compare, DECISION, drift_path, drift_table, Pair, PAIRS, setting_named,
+                                  SETTINGS)
 from lib.intervals import binomial_interval
 
 

@@ -6,13 +6,13 @@ import os
 
 import pytest
 
-from lib.llm import BackendConfig
+from lib.backends.factory import BackendConfig
 from lib.model_file import (DEFAULT_MODEL, PINNED_MODELS, ModelFileError, configured_model, model_key, pinned_model,
                             selected_model)
 from lib.recording import RECORDINGS_DIR, recordings_dir_for
-from lib.results_store import RESULTS_DIR, remake_command, results_dir_for
-from lib.runs import load_results
-from setup.llama_server import served_model_id
+from lib.saved_runs.store import remake_command, RESULTS_DIR, results_dir_for
+from lib.saved_runs.decisions import load_results
+from lib.backends.server import served_model_id
 
 SECOND = "qwen2.5-coder-0.5b-instruct"
 

@@ -23,7 +23,7 @@ from lib.retrieval import (
     roc_points,
     route_many,
 )
-from lib.routing import Action
+from lib.actions import Action
 from test_indexes import FixedIndex, fake_embed, sections, stub_chunk  # noqa: F401 (sections is a fixture)
 
 # --------------------------------------------------------------------------- gates

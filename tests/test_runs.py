@@ -12,9 +12,9 @@ from sklearn.exceptions import NotFittedError
 from lib.calibration import brier, ece, nll
 from lib.datasets import OUT_OF_SCOPE
 from lib.decisions import IntentDecision, DecisionStep
-from lib.runs import (METHODS, ResultsTemperatureScaling, complete_methods, confidence_signals, load_results, load_split, option_scores,
-                      processing_order, results_header, results_path, run_is_complete, run_progress, run_split,
-                      run_table)
+from lib.saved_runs.decisions import (complete_methods, confidence_signals, load_results, load_split, METHODS,
+                                      option_scores, processing_order, results_header, results_path,
+                                      ResultsTemperatureScaling, run_is_complete, run_progress, run_split, run_table)
 
 
 class FakeDecider:

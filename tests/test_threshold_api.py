@@ -21,9 +21,10 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from lib.assistant import SupportModel
-from lib.retrieval import Gate, RetrievalGate
-from lib.routing import Action, ThresholdRouter
-from lib.selective import target_reached
+from lib.retrieval import RetrievalGate
+from lib.actions import Action
+from lib.routing import ThresholdRouter
+from lib.selective import Gate, target_reached
 
 
 @dataclass(frozen=True)
