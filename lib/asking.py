@@ -32,7 +32,7 @@ import pandas as pd
 
 from lib.checks import check_binary, require_fitted
 from lib.grammar import gbnf_for_options
-from lib.backends.protocol import Message, validate_messages
+from lib.backends.protocol import LLM, Completion, Message, validate_messages
 from lib.settings import DEFAULT_SERVER_TOP_LOGPROBS
 from lib.logprobs import renormalize
 
@@ -249,23 +249,23 @@ class AskedConfidence:
                 "p_true_seconds": self.p_true_seconds}
 
 
-def ask_number(llm: Any, messages: Sequence[Message], answer: str, *, shown_as: str = "Question"
-               ) -> tuple[int, Any]:
+def ask_number(llm: LLM, messages: Sequence[Message], answer: str, *, shown_as: str = "Question"
+               ) -> tuple[int, Completion]:
     """The number from 0 to 100 the model gives its `answer`, and the `Completion` (greedy, under the grammar)."""
     reply = llm.chat(asking_messages(messages, answer, NUMBER_QUESTION, shown_as=shown_as), max_tokens=4,
                      grammar=NUMBER_GRAMMAR, top_logprobs=NUMBER_TOP_LOGPROBS)
     return read_number(reply.text), reply
 
 
-def ask_category(llm: Any, messages: Sequence[Message], answer: str, *, shown_as: str = "Question"
-                 ) -> tuple[str, Any]:
+def ask_category(llm: LLM, messages: Sequence[Message], answer: str, *, shown_as: str = "Question"
+                 ) -> tuple[str, Completion]:
     """The word of `CATEGORIES` the model gives its `answer`, and the `Completion`."""
     reply = llm.chat(asking_messages(messages, answer, CATEGORY_QUESTION, shown_as=shown_as), max_tokens=6,
                      grammar=CATEGORY_GRAMMAR)
     return read_category(reply.text), reply
 
 
-def ask_true(llm: Any, messages: Sequence[Message], answer: str, *, shown_as: str = "Question"
+def ask_true(llm: LLM, messages: Sequence[Message], answer: str, *, shown_as: str = "Question"
              ) -> tuple[TrueProbability, float]:
     """P(True) of `answer` (one forward pass, no generation) and the seconds it took."""
     result = llm.next_token_logprobs(true_messages(messages, answer, shown_as=shown_as),
@@ -274,7 +274,7 @@ def ask_true(llm: Any, messages: Sequence[Message], answer: str, *, shown_as: st
     return p_true(result.scores, lowest), result.seconds
 
 
-def ask_all(llm: Any, messages: Sequence[Message], answer: str, *, shown_as: str = "Question") -> AskedConfidence:
+def ask_all(llm: LLM, messages: Sequence[Message], answer: str, *, shown_as: str = "Question") -> AskedConfidence:
     """The three asked confidences of `answer` to the task `messages`, in the order the runs ask them."""
     number, number_reply = ask_number(llm, messages, answer, shown_as=shown_as)
     category, category_reply = ask_category(llm, messages, answer, shown_as=shown_as)

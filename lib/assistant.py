@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from sklearn.exceptions import NotFittedError
 
 from lib import retrieval as R
@@ -243,10 +244,10 @@ class SupportModel(ThresholdEstimator):
         return self
 
     @staticmethod
-    def _features(p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+    def _features(p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray:
         return np.column_stack([np.asarray(x, dtype=float).reshape(-1) for x in (p_yes, top_score, margin)])
 
-    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+    def probability(self, p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray:
         """P(right), shape (n,); NaN where P(yes) is NaN (no probe: nothing to combine)."""
         require_fitted(self, "pipeline_", "probability")
         features = self._features(p_yes, top_score, margin)
@@ -256,7 +257,7 @@ class SupportModel(ThresholdEstimator):
             out[known] = self.pipeline_.predict_proba(features[known])[:, 1]
         return out
 
-    def accepts(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+    def accepts(self, p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray:
         """Bool, shape (n,): P(right) >= the threshold (NaN never passes)."""
         require_fitted(self, "threshold_", "accepts")
         with np.errstate(invalid="ignore"):
@@ -266,7 +267,7 @@ class SupportModel(ThresholdEstimator):
 class SupportSignal(Protocol):
     """Anything that turns an answer's P(yes), top retrieval score and margin into P(right), shape (n,)."""
 
-    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray: ...
+    def probability(self, p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray: ...
 
 
 class CalibratedPYes:
@@ -287,7 +288,7 @@ class CalibratedPYes:
             self.calibrator.fit(np.asarray(p_yes, dtype=float), np.asarray(correct, dtype=bool))
         return self
 
-    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+    def probability(self, p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray:
         """P(right), shape (n,): the calibrated P(yes); NaN where P(yes) is NaN."""
         values = np.asarray(p_yes, dtype=float).reshape(-1)
         out = np.full(values.shape, math.nan)
@@ -310,11 +311,11 @@ class CostRule:
     signal: SupportSignal
     thresholds: CostThresholds
 
-    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+    def probability(self, p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray:
         """P(right), shape (n,), from the signal."""
         return self.signal.probability(p_yes, top_score, margin)
 
-    def route(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+    def route(self, p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray:
         """`lib.actions.Action` per answer, shape (n,), by the two thresholds (`route_by_thresholds`)."""
         return route_by_thresholds(self.probability(p_yes, top_score, margin),
                                    self.thresholds.act_threshold, self.thresholds.hand_over_threshold)
@@ -344,7 +345,7 @@ class Step:
         return "skipped" if self.passed is None else ("pass" if self.passed else "fail")
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if isinstance(value, (float, np.floating)):
         return "nan" if math.isnan(value) else ("inf" if math.isinf(value) else f"{value:.3f}")
     return str(value)

@@ -30,6 +30,7 @@ import pandas as pd
 
 from lib import retrieval as R
 from lib.assistant import Assistant, CalibratedPYes, CostRule, SupportModel, SupportSignal, Trace
+from lib.calibration import IsotonicCalibrator, PlattCalibrator, brier, ece
 from lib.datasets import gold_section_ids, load_corpus, load_questions, load_scope_examples
 from lib.indexes import DenseIndex, chunk_by_heading, gold_ranks
 from lib.backends.protocol import LLM
@@ -285,8 +286,6 @@ SUPPORT_SIGNALS: tuple[str, ...] = ("P(yes)", "P(yes), Platt", "P(yes), isotonic
 
 def _new_signal(name: str) -> SupportSignal:
     """An unfitted support signal of this name (see `SUPPORT_SIGNALS`)."""
-    from lib.calibration import IsotonicCalibrator, PlattCalibrator
-
     if name not in SUPPORT_SIGNALS:
         raise ValueError(f"no support signal {name!r}; the signals are {list(SUPPORT_SIGNALS)}")
     if name == "support model":
@@ -364,8 +363,6 @@ def fit_cost_rule(dev_rows: pd.DataFrame, ranks: pd.Series, *, ask_target: float
        nothing); if none does, `settings.max_offer`.
     3. The signal refitted on every judged dev answer, with those thresholds.
     """
-    from lib.calibration import brier, ece
-
     answers = checked_answers(dev_rows)
     answers = answers[answers["right"].notna()]
     right = answers["right"].astype(bool).to_numpy()

@@ -41,9 +41,10 @@ import numpy as np
 import pandas as pd
 
 from lib.datasets import OUT_OF_SCOPE, LabelGroups
+from lib.embeddings import embed as minilm_embed
 from lib.grammar import assign_codes, gbnf_for_codes, letters
 from lib.hashing import fingerprint
-from lib.indexes import IntentRetriever, pool_embeddings
+from lib.indexes import Embed, IntentRetriever, pool_embeddings
 from lib.backends.embedded import EmbeddedLLM
 from lib.backends.protocol import LLM, CapabilityError, Layered, Message, validate_messages
 from lib.logprobs import renormalize
@@ -134,12 +135,12 @@ def embedded_backend(llm: LLM) -> EmbeddedLLM | None:
     return None
 
 
-def runs_in_process(llm: Any) -> bool:
+def runs_in_process(llm: LLM) -> bool:
     """Whether `llm` is the embedded model, which serves one request at a time."""
     return getattr(llm, "backend_name", None) == "embedded"
 
 
-def _who_answered(llm: Any) -> str:
+def _who_answered(llm: LLM) -> str:
     """Who answered `llm`'s requests, for an error message: "the server at URL" when `llm` is a server
     client, the recording layer over one (its `config`), or a wrapper holding either as `llm` (such as
     `lib.saved_runs.items.CallTimer`); else "the model IDENTITY"."""
@@ -201,7 +202,7 @@ class FullListDecider:
 
     method = "full"
 
-    def __init__(self, llm: Any, label_groups: LabelGroups, *, exact: bool | None = None,
+    def __init__(self, llm: LLM, label_groups: LabelGroups, *, exact: bool | None = None,
                  top_logprobs: int = DEFAULT_TOP_LOGPROBS) -> None:
         self.llm = llm
         self.system_prompt, self.codes = full_list_prompt(label_groups)
@@ -359,12 +360,10 @@ class LogRegDecider:
     method = "embed-logreg"
     thread_safe = True
 
-    def __init__(self, pool: pd.DataFrame, *, c: float = 10.0, top: int = 8, embed: Any = None) -> None:
+    def __init__(self, pool: pd.DataFrame, *, c: float = 10.0, top: int = 8, embed: Embed | None = None) -> None:
         from sklearn.linear_model import LogisticRegression
 
-        from lib.embeddings import embed as minilm
-
-        self._embed = embed or minilm
+        self._embed = embed or minilm_embed
         self.top = top
         self.model = LogisticRegression(C=c, max_iter=2000).fit(pool_embeddings(pool["text"].tolist(), embed),
                                                                 pool["label"].tolist())
@@ -480,7 +479,7 @@ class ShortlistDecider:
 
     method = "shortlist"
 
-    def __init__(self, llm: Any, retriever: IntentRetriever, label_groups: LabelGroups, *, k: int = 8,
+    def __init__(self, llm: LLM, retriever: IntentRetriever, label_groups: LabelGroups, *, k: int = 8,
                  none_option: bool = False, n_orders: int = 2, calibrate: bool = True,
                  debias: Debias = "calibrate", answer: Literal["letters", "names"] = "letters",
                  n_examples: int = 2, top_logprobs: int = DEFAULT_TOP_LOGPROBS, seed: int = 0) -> None:

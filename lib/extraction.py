@@ -22,6 +22,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, Field
 
 from lib.backends.protocol import Completion, LLM
+from lib.grammar import gbnf_for_options, gbnf_for_options_or_name
 from lib.rules import CommitteeMember, department_key, validated_home_key, validated_members
 from lib.structured import StructuredResult, ask_structured
 
@@ -196,8 +197,6 @@ def member_questions(name: str, evidence: str | None = None) -> dict[str, tuple[
 def department_grammar() -> str:
     """The grammar of a reply to the department question: `NO_DEPARTMENT`, or a department's name of
     one to four words starting with a capital ("Chemistry", "Electrical Engineering")."""
-    from lib.grammar import gbnf_for_options_or_name
-
     return gbnf_for_options_or_name([NO_DEPARTMENT])
 
 
@@ -249,8 +248,6 @@ def extract_committee_by_questions(llm: LLM, description: str, *,
         An `ExtractionResult` like `extract_committee`'s, holding every completion in order;
         `members` is None when the names could not be read.
     """
-    from lib.grammar import gbnf_for_options
-
     if not isinstance(description, str) or not description.strip():
         raise ValueError("description must be a non-empty string")
     if quote_evidence not in EVIDENCE_POLICIES:
@@ -364,8 +361,6 @@ def plain_committee_verdict(llm: LLM, rules_text: str, description: str) -> tupl
     The reply is constrained to "yes" or "no" by a grammar, so it is always readable; the
     model decides alone. Returns (True for "yes", the completion).
     """
-    from lib.grammar import gbnf_for_options
-
     if not isinstance(rules_text, str) or not rules_text.strip():
         raise ValueError("rules_text must be the non-empty text of the committee rules")
     if not isinstance(description, str) or not description.strip():

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import re
 import string
+from types import ModuleType
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -200,7 +201,7 @@ def gbnf_for_options_or_name(options: Sequence[str], max_words: int = 4) -> str:
             + "word ::= [A-Za-z] [A-Za-z'-]*")
 
 
-def _without_annotations(schema: Any) -> Any:
+def _without_annotations(schema: object) -> object:
     """A copy of a JSON schema with the annotation keywords removed at every level."""
     if isinstance(schema, list):
         return [_without_annotations(item) for item in schema]
@@ -357,7 +358,7 @@ class GrammarConstraint:
     is the imported module and `vocab` the model's vocabulary, so this module needs neither.
     """
 
-    def __init__(self, llama_cpp: Any, vocab: Any, grammar: str) -> None:
+    def __init__(self, llama_cpp: ModuleType, vocab: object, grammar: str) -> None:
         self._llama_cpp = llama_cpp
         _check_grammar_structure(grammar)
         self._sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")

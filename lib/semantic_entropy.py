@@ -31,14 +31,16 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import combinations
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
+from lib.backends.protocol import LLM, Completion
 from lib.checks import check_unit_interval
 from lib.datasets import load_corpus, load_questions
 from lib.indexes import DenseIndex, Embed, chunk_by_heading
+from lib.selective import auroc
 from lib.text import normalize_answer
 
 __all__ = [
@@ -68,7 +70,10 @@ def cluster_by_meaning(answers: Sequence[str], same_meaning: SameMeaning) -> lis
                                         or same_meaning(representative, answer)))
 
 
-def _cluster_against_representatives(items: Sequence, same: Callable[[Any, Any], bool]) -> list[int]:
+_Item = TypeVar("_Item")
+
+
+def _cluster_against_representatives(items: Sequence[_Item], same: Callable[[_Item, _Item], bool]) -> list[int]:
     """Each item joins the first cluster whose first member is `same` as it, else starts a new one."""
     representatives: list = []
     cluster_ids: list[int] = []
@@ -112,7 +117,7 @@ class LLMEntailment:
               "states or implies everything that answer B says, otherwise no. "
               "Reply with one word: yes or no.")
 
-    def __init__(self, llm: Any, question: str) -> None:
+    def __init__(self, llm: LLM, question: str) -> None:
         self.llm = llm
         self.question = question
         self.calls = 0
@@ -239,17 +244,17 @@ def short_answer_messages(question: str, context: str) -> list[dict[str, str]]:
             {"role": "user", "content": question}]
 
 
-def greedy_answer(llm: Any, question: str, context: str, *, max_tokens: int = SHORT_ANSWER_MAX_TOKENS,
-                  top_logprobs: int = GREEDY_TOP_LOGPROBS) -> Any:
+def greedy_answer(llm: LLM, question: str, context: str, *, max_tokens: int = SHORT_ANSWER_MAX_TOKENS,
+                  top_logprobs: int = GREEDY_TOP_LOGPROBS) -> Completion:
     """The short answer at temperature 0 (a `Completion`), with `top_logprobs` candidates per token:
     the answer whose token probabilities notebook 07 reads."""
     return llm.chat(short_answer_messages(question, context), max_tokens=max_tokens, temperature=0.0,
                     top_logprobs=top_logprobs)
 
 
-def sample_answers(llm: Any, question: str, context: str, *, n_samples: int = N_SAMPLES,
+def sample_answers(llm: LLM, question: str, context: str, *, n_samples: int = N_SAMPLES,
                    temperature: float = SAMPLE_TEMPERATURE, max_tokens: int = SHORT_ANSWER_MAX_TOKENS,
-                   top_logprobs: int = GREEDY_TOP_LOGPROBS) -> tuple[Any, list[Any]]:
+                   top_logprobs: int = GREEDY_TOP_LOGPROBS) -> tuple[Completion, list[Completion]]:
     """The greedy answer (temperature 0, with `top_logprobs` candidates per token) and `n_samples`
     answers drawn at `temperature` with seeds 0, 1, ..., so a rerun draws the same answers.
 
@@ -279,8 +284,6 @@ def auroc_difference(first: Sequence[float] | np.ndarray, second: Sequence[float
     clearly away from 0. Resamples holding only right or only wrong answers are drawn again.
     Returns (difference, low, high).
     """
-    from lib.selective import auroc
-
     a, b, y = np.asarray(first, dtype=float), np.asarray(second, dtype=float), np.asarray(correct, dtype=bool)
     if not len(a) == len(b) == len(y):
         raise ValueError(f"first, second and correct must have the same length, got {len(a)}, {len(b)}, {len(y)}")

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lib.saved_runs.drift import ANSWER, DECISION  # noqa: E402
 from lib.saved_runs.registry import FAMILIES, RUNS, SavedRun, produce, saved_rows  # noqa: E402
-from lib.saved_runs.store import run_command  # noqa: E402
+from lib.saved_runs.store import RUN_SCRIPT, run_command  # noqa: E402
 
 
 def positive_int(text: str) -> int:
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     selected = [run for run in RUNS if (args.run is None or run.name in args.run)
                 and (args.family is None or run.family in args.family)]
     if not selected:
-        parser.error("no saved run matches --run and --family together (python setup/run_saved.py --list)")
+        parser.error(f"no saved run matches --run and --family together (python {RUN_SCRIPT} --list)")
     if args.replay and not all(run.replayable for run in selected):
         if args.run is not None:
             parser.error(f"--replay: {', '.join(run.name for run in selected if not run.replayable)} "

@@ -1,4 +1,4 @@
-"""`lib.drift`: the comparison arithmetic of two settings' saved answers, on toy numbers."""
+"""`lib.saved_runs.drift`: the comparison arithmetic of two settings' saved answers, on toy numbers."""
 from __future__ import annotations
 
 import json

@@ -10,7 +10,10 @@
 * no `lib` or `setup` module passes `MAX_LINES` lines;
 * no public name (class, function, constant) is defined at the top level of two `lib` modules:
   one idea, one owner;
-* every `lib` module declares `__all__` holding its public names, and lib/README.md lists them;
+* every `lib` module declares `__all__` holding its public names, and lib/README.md lists them
+  and gives each module its floor of the import tower;
+* the saved-run command line (`setup/run_saved.py`) is written in one place,
+  `lib.saved_runs.store`, and no module maps a run to a script of its own;
 * no notebook uses a private `lib` name (`lib.x._y`, `from lib.x import _y`, `A._y` after
   `from lib import x as A`) or pyplot (figures are `matplotlib.figure.Figure`, which a notebook
   displays without global state).
@@ -21,7 +24,8 @@ Each check is a function of source text, so the self-tests below plant a violati
 synthetic source and see the check catch it, without touching `lib`.
 
 `python tests/test_lib_shape.py [LIB_FOLDER]` prints the measures (floors, the longest chain,
-function-level imports, uses of Any, modules) of lib/ or of another copy of it.
+function-level imports, uses of Any, modules) of lib/ or of another copy of it (`git archive` an
+older commit to compare); `--tower` prints lib/README.md's import-tower table.
 """
 from __future__ import annotations
 
@@ -425,6 +429,9 @@ def declared_all(source: str) -> list[str] | None:
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
             return list(ast.literal_eval(node.value))
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "__all__"
+                and node.value is not None):
+            return list(ast.literal_eval(node.value))  # `__all__: list[str] = []`, a package that only groups modules
     return None
 
 
@@ -488,6 +495,57 @@ def test_readme_parser_reads_what_the_real_test_compares():
     assert readme_names(readme) == {"__init__": ["get_llm"], "a": ["f", "G"], "p.q": ["h"]}
 
 
+def readme_floors(readme: str) -> dict[str, int]:
+    """The floor lib/README.md's import-tower table gives each module (`| 3 | `a`, `b.c` |`), `lib` read as `__init__`."""
+    tower = readme.split("## The import tower", 1)[-1].split("\n## ", 1)[0]
+    return {("__init__" if module == "lib" else module): int(floor)
+            for floor, modules in re.findall(r"^\| (\d+) \| (.*) \|$", tower, re.MULTILINE)
+            for module in re.findall(r"`([\w.]+)`", modules)}
+
+
+def test_readme_tower_gives_each_module_its_floor():
+    floors = {module: len(chain) for module, chain in longest_chains(import_graph(lib_sources())).items()}
+    listed = readme_floors((REPO / "lib" / "README.md").read_text(encoding="utf-8"))
+    wrong = {module: (listed.get(module), floor) for module, floor in floors.items() if listed.get(module) != floor}
+    assert not wrong and set(listed) <= set(floors), (
+        f"lib/README.md's import tower is out of date (module: (listed, measured)): {wrong}, "
+        f"not modules: {sorted(set(listed) - set(floors))}; `python tests/test_lib_shape.py --tower` prints the table")
+
+
+def test_readme_tower_parser_reads_the_table_only():
+    readme = "## The import tower\n\n| Floor | Modules |\n| --- | --- |\n| 1 | `lib`, `a.b` |\n| 2 | `c` |\n\n## Next\n| 3 | `d` |\n"
+    assert readme_floors(readme) == {"__init__": 1, "a.b": 1, "c": 2}
+
+
+SAVED_RUN_COMMAND = re.compile(r"setup/(?:run_saved|run_results|run_question_runs|run_asking|run_committees|run_tools|drift)\.py")
+"""The saved-run command (and the scripts it replaced), which only `lib.saved_runs.store` writes out."""
+
+
+def command_strings(source: str) -> list[str]:
+    """The string literals of `source` that name a saved-run script, docstrings left out (they may show it)."""
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings and SAVED_RUN_COMMAND.search(node.value)]
+
+
+def test_the_saved_run_command_is_written_in_one_place():
+    writers = {str(path.relative_to(REPO)): found for folder in ("lib", "setup") for path in sorted((REPO / folder).rglob("*.py"))
+               if (found := command_strings(path.read_text(encoding="utf-8")))}
+    assert list(writers) == ["lib/saved_runs/store.py"], (
+        f"the saved-run command line is written in {writers}: use lib.saved_runs.store.run_command (or RUN_SCRIPT)")
+    assert not [name for name in ("run_results", "run_question_runs", "run_asking", "run_committees", "run_tools", "drift")
+                if (REPO / "setup" / f"{name}.py").exists()], "one command makes every saved run: setup/run_saved.py"
+
+
+def test_command_check_skips_docstrings_and_finds_literals():
+    source = ('"""Run `python setup/run_saved.py`."""\ndef f():\n    """setup/run_saved.py"""\n'
+              '    return f"python setup/run_results.py --task {1}"\nX = "setup/run_saved.py --list"\n')
+    assert sorted(command_strings(source)) == ["python setup/run_results.py --task ", "setup/run_saved.py --list"]
+
+
 # --------------------------------------------------------------------------- pinned dependencies fail, never skip
 
 
@@ -519,6 +577,20 @@ def measures(root: Path = REPO / "lib") -> dict[str, object]:
             "uses of Any": sum(any_uses(source) for source in sources.values())}
 
 
+def tower_table(root: Path = REPO / "lib") -> str:
+    """lib/README.md's import-tower table of the lib at `root`: the modules on each floor."""
+    floors: dict[int, list[str]] = {}
+    for module, chain in longest_chains(import_graph(lib_sources(root))).items():
+        floors.setdefault(len(chain), []).append("lib" if module == "__init__" else module)
+    return "\n".join(["| Floor | Modules |", "| --- | --- |"] + [
+        f"| {floor} | " + ", ".join(f"`{module}`" for module in sorted(modules)) + " |" for floor, modules in sorted(floors.items())])
+
+
 if __name__ == "__main__":
-    for name, value in measures(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "lib").items():
-        print(f"{name}: {value}")
+    arguments = [argument for argument in sys.argv[1:] if argument != "--tower"]
+    folder = Path(arguments[0]) if arguments else REPO / "lib"
+    if "--tower" in sys.argv[1:]:
+        print(tower_table(folder))
+    else:
+        for name, value in measures(folder).items():
+            print(f"{name}: {value}")

@@ -84,7 +84,7 @@ def test_a_second_models_files_sit_beside_the_defaults_and_say_how_to_remake_the
     assert results_dir_for(None) == RESULTS_DIR and recordings_dir_for(None) == RECORDINGS_DIR
     assert results_dir_for(SECOND) == RESULTS_DIR / "models" / SECOND
     assert recordings_dir_for(SECOND) == RECORDINGS_DIR / "models" / SECOND
-    command = "python setup/run_results.py --task banking77 --method full --split test"
+    command = "python setup/run_saved.py --run banking77-full-test"
     assert remake_command(command, RESULTS_DIR) == command
     assert remake_command(command, results_dir_for(SECOND)) == f"WORKBOOK_MODEL={SECOND} {command}"
     with pytest.raises(ValueError, match="no letter or digit"):

@@ -1,4 +1,4 @@
-"""The tool loop, its schema and grammar, the tools, and the verdict relay (lib.tools, lib.tool_runs)."""
+"""The tool loop, its schema and grammar, the tools, and the verdict relay (lib.tools, lib.saved_runs.tools)."""
 from __future__ import annotations
 
 import json
@@ -256,12 +256,11 @@ def test_one_turn_on_a_real_server_equals_the_embedded_models(served, embedded):
     assert remote.steps[0].action.arguments.query == local.steps[0].action.arguments.query
 
 
-def test_a_missing_saved_run_names_the_script_that_makes_it(tmp_path):
+def test_a_missing_saved_run_names_the_command_that_makes_it(tmp_path):
     from lib.saved_runs.items import load_item_run
 
-    for name, script in [("tools-conversations", "setup/run_tools.py"), ("asking-handbook", "setup/run_asking.py"),
-                         ("handbook-short-answers", "setup/run_question_runs.py")]:
-        with pytest.raises(FileNotFoundError, match=f"python {script} --run {name}"):
+    for name in ("tools-conversations", "asking-handbook", "handbook-short-answers"):
+        with pytest.raises(FileNotFoundError, match=f"python setup/run_saved.py --run {name}"):
             load_item_run(name, tmp_path)
 
 

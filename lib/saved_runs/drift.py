@@ -312,7 +312,7 @@ def compare(reference: Iterable[Row], other: Iterable[Row]) -> PairChange:
     theirs = {row["request"]: row for row in other}
     matched = [(row, theirs[row["request"]]) for row in reference if row["request"] in theirs]
     if not matched:
-        raise ValueError("the two settings have no request in common; run both (python setup/run_saved.py --run drift-NAME)")
+        raise ValueError(f"the two settings have no request in common; run both (`{run_command('drift-NAME')}`)")
     changes = np.array([abs(float(a["probability"]) - float(b["probability"])) for a, b in matched
                         if a["choice"] == b["choice"]])
     flips = len(matched) - changes.size

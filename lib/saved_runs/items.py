@@ -34,7 +34,7 @@ __all__ = [
     "item_run_path", "run_items", "load_item_run", "load_run", "Prepared", "Prepare", "item_producer",
 ]
 
-Item = TypeVar("Item")
+_Item = TypeVar("_Item")
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def _store(name: str, results_dir: Path) -> ResultsStore:
     return ResultsStore(item_run_path(name, results_dir), run_command(name, Path(results_dir)), {"row": ("i",)})
 
 
-def run_items(name: str, items: Sequence[Item], compute: Callable[[int, Item], Row], *, model: str, backend: str,
+def run_items(name: str, items: Sequence[_Item], compute: Callable[[int, _Item], Row], *, model: str, backend: str,
               settings: Row, mode: str, results_dir: Path = RESULTS_DIR, progress: bool = True) -> Path:
     """Compute one JSON row per item (a question, a message) and append it to `item_run_path(name)`.
 
@@ -170,7 +170,7 @@ def load_run(name: str, results_dir: Path = RESULTS_DIR) -> tuple[Row, pd.DataFr
     return header, pd.DataFrame.from_records(rows)
 
 
-Prepared = tuple[Sequence[Item], Callable[[int, Item], Row], Row]
+Prepared = tuple[Sequence[_Item], Callable[[int, _Item], Row], Row]
 """An item run ready to make: its items, the function that computes an item's row, and the settings its header keeps."""
 Prepare = Callable[[LLM, Path], Prepared]
 """How a family prepares one item run on a model, reading the saved runs it needs from a results folder."""

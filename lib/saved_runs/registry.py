@@ -28,7 +28,7 @@ from lib.backends.protocol import LLM
 from lib.recording import CombinedRecordings, RecordedLLM, get_llm
 from lib.saved_runs import asking, committees, decisions, drift, questions, tools
 from lib.saved_runs.items import Producer, RunOptions, item_producer
-from lib.saved_runs.store import HEADER, RESULTS_DIR, Row, run_command
+from lib.saved_runs.store import HEADER, RESULTS_DIR, RUN_SCRIPT, Row, run_command
 
 __all__ = ["SavedRun", "RUNS", "FAMILIES", "saved_run", "run_model", "produce", "saved_rows", "unregistered_files"]
 
@@ -114,7 +114,7 @@ _BY_NAME = {run.name: run for run in RUNS}
 def saved_run(name: str) -> SavedRun:
     """The saved run `name`, or ValueError listing the runs there are."""
     if name not in _BY_NAME:
-        raise ValueError(f"no saved run {name!r}; the runs are {list(_BY_NAME)} (python setup/run_saved.py --list)")
+        raise ValueError(f"no saved run {name!r}; the runs are {list(_BY_NAME)} (python {RUN_SCRIPT} --list)")
     return _BY_NAME[name]
 
 
