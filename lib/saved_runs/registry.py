@@ -9,6 +9,7 @@ prints this table). Each entry names:
   `asking`, `committees`, `tools`, `drift`; the item runs among them share `items`);
 - `notebooks`: the notebooks that read it;
 - `produce`: its producer, which takes `lib.saved_runs.items.RunOptions` and returns the file;
+- `read`: its family's reader of it, given the results folder (`SavedRun.load`: what the notebooks read);
 - `inputs`: the saved runs it reads, which must be complete first;
 - `recordings`: the notebook recordings its replay mode answers from (none: it runs live only).
 
@@ -27,26 +28,35 @@ from lib.backends.factory import BackendConfig, create_backend
 from lib.backends.protocol import LLM
 from lib.recording import CombinedRecordings, RecordedLLM, get_llm
 from lib.saved_runs import asking, committees, decisions, drift, questions, tools
-from lib.saved_runs.items import Producer, RunOptions, item_producer
+from lib.saved_runs.items import Producer, RunOptions, item_producer, load_item_run
 from lib.saved_runs.store import HEADER, RESULTS_DIR, RUN_SCRIPT, Row, run_command
 
-__all__ = ["SavedRun", "RUNS", "FAMILIES", "saved_run", "run_model", "produce", "saved_rows", "unregistered_files"]
+__all__ = ["Reader", "SavedRun", "RUNS", "FAMILIES", "saved_run", "run_model", "produce", "saved_rows", "unregistered_files"]
+
+Reader = Callable[[Path], object]
+"""A family's reader of one saved run, given the results folder: what a notebook gets (a DataFrame,
+a header and rows, a `CommitteeRun`), or the family's error for a missing or damaged file."""
 
 
 @dataclass(frozen=True)
 class SavedRun:
-    """One saved run: its name (its file's, without .jsonl), family, notebooks, producer, inputs and recordings."""
+    """One saved run: its name (its file's, without .jsonl), family, notebooks, producer, reader, inputs and recordings."""
 
     name: str
     family: str
     notebooks: tuple[str, ...]
     produce: Producer
+    read: Reader
     inputs: tuple[str, ...] = ()
     recordings: tuple[str, ...] = ()
 
     def path(self, results_dir: Path = RESULTS_DIR) -> Path:
         """The run's file in `results_dir`."""
         return Path(results_dir) / f"{self.name}.jsonl"
+
+    def load(self, results_dir: Path = RESULTS_DIR) -> object:
+        """The run read back by its family's reader, as a notebook reads it (`read`)."""
+        return self.read(Path(results_dir))
 
     def command(self, results_dir: Path = RESULTS_DIR) -> str:
         """The command that makes (or resumes) it (`lib.saved_runs.store.run_command`)."""
@@ -58,24 +68,43 @@ class SavedRun:
         return bool(self.recordings)
 
 
+def _decisions_reader(task: str, split: str, method: str, results_dir: Path) -> object:
+    return decisions.load_results(task, split, method, results_dir)
+
+
+def _item_reader(name: str, results_dir: Path) -> object:
+    return load_item_run(name, results_dir)
+
+
+def _committee_reader(method: str, results_dir: Path) -> object:
+    return committees.load_committee_run(method, results_dir)
+
+
+def _drift_reader(setting: str, results_dir: Path) -> object:
+    return drift.load_setting(setting, results_dir)
+
+
 def _decision_runs() -> list[SavedRun]:
     readers = {"banking77": ("07", "08", "09", "11", "12", "13", "14", "15", "16", "17", "21"),
                "clinc150": ("14", "15", "16")}
     return [SavedRun(decisions.results_name(task, split, method), "decisions", readers[task],
-                     decisions.decision_producer(task, split, method))
+                     decisions.decision_producer(task, split, method),
+                     functools.partial(_decisions_reader, task, split, method))
             for task, method, split in decisions.DECISION_RUNS]
 
 
 def _question_run(name: str, notebooks: tuple[str, ...], recordings: tuple[str, ...],
                   inputs: tuple[str, ...] = ()) -> SavedRun:
-    return SavedRun(name, "questions", notebooks, item_producer(name, questions.QUESTION_RUNS[name]), inputs,
-                    recordings)
+    return SavedRun(name, "questions", notebooks, item_producer(name, questions.QUESTION_RUNS[name]),
+                    functools.partial(_item_reader, name), inputs, recordings)
 
 
 _COMMITTEE_RUNS = [SavedRun(committees.committee_run_name(method), "committees", ("04",),
-                            committees.committee_producer(method), recordings=("04-symbolic-checks",))
+                            committees.committee_producer(method), functools.partial(_committee_reader, method),
+                            recordings=("04-symbolic-checks",))
                    for method in committees.COMMITTEE_METHODS]
-_TOOL_RUNS = [SavedRun(name, "tools", ("05",), item_producer(name, prepare)) for name, prepare in tools.TOOL_RUNS.items()]
+_TOOL_RUNS = [SavedRun(name, "tools", ("05",), item_producer(name, prepare), functools.partial(_item_reader, name))
+              for name, prepare in tools.TOOL_RUNS.items()]
 _QUESTION_RUNS = [
     _question_run(questions.HANDBOOK, ("07", "08", "09", "10", "14", "21"), ("07-answer-confidence", "10-semantic-entropy")),
     _question_run(questions.FULL_LIST, ("08",), ("08-decision-probabilities",)),
@@ -93,12 +122,15 @@ _QUESTION_RUNS = [
 ]
 _ASKING_RUNS = [
     SavedRun(asking.HANDBOOK_RUN, "asking", ("09", "21"), item_producer(
-        asking.HANDBOOK_RUN, asking.asking_about_answers(questions.HANDBOOK)), inputs=(questions.HANDBOOK,)),
+        asking.HANDBOOK_RUN, asking.asking_about_answers(questions.HANDBOOK)),
+        functools.partial(_item_reader, asking.HANDBOOK_RUN), inputs=(questions.HANDBOOK,)),
     *[SavedRun(name, "asking", ("09", "21"), item_producer(name, asking.asking_about_decisions(split)),
+               functools.partial(_item_reader, name),
                inputs=(decisions.results_name("banking77", split, "full"),))
       for name, split in ((asking.CALIBRATION_RUN, "calibration"), (asking.TEST_RUN, "test"))],
 ]
-_DRIFT_RUNS = [SavedRun(drift.drift_name(setting.name), "drift", ("07", "21"), drift.drift_producer(setting.name))
+_DRIFT_RUNS = [SavedRun(drift.drift_name(setting.name), "drift", ("07", "21"), drift.drift_producer(setting.name),
+                       functools.partial(_drift_reader, setting.name))
                for setting in drift.SETTINGS]
 
 RUNS: tuple[SavedRun, ...] = (*_COMMITTEE_RUNS, *_TOOL_RUNS, *_decision_runs(), *_QUESTION_RUNS, *_ASKING_RUNS,
