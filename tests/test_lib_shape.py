@@ -196,7 +196,9 @@ def test_a_package_module_imports_its_package_and_sibling():
 
 def function_level_imports(source: str) -> list[tuple[int, str, bool]]:
     """`(line, statement, says_why)` of each import of `lib` inside a function body; `says_why`: a
-    comment stands on the statement's lines or on the line just above it."""
+    comment stands on the statement's lines or on the line just above it, or the function's
+    docstring says why its names are "imported here" (for a function a notebook shows with
+    `lib.source.show_code`, which shows comments but not the docstring)."""
     lines = source.splitlines()
     found: list[tuple[int, str, bool]] = []
 
@@ -206,16 +208,18 @@ def function_level_imports(source: str) -> list[tuple[int, str, bool]]:
         return (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None
                 and (node.module == "lib" or node.module.startswith("lib.")))
 
-    def visit(node: ast.AST, in_function: bool) -> None:
+    def visit(node: ast.AST, function: ast.AST | None) -> None:
         for child in ast.iter_child_nodes(node):
-            if in_function and is_lib_import(child):
+            if function is not None and is_lib_import(child):
                 span = lines[child.lineno - 1: child.end_lineno]
                 above = lines[child.lineno - 2].strip() if child.lineno > 1 else ""
+                docstring = ast.get_docstring(function) if not isinstance(function, ast.Lambda) else None
                 found.append((child.lineno, " ".join(line.strip() for line in span),
-                              any("#" in line for line in span) or above.startswith("#")))
-            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+                              any("#" in line for line in span) or above.startswith("#")
+                              or "imported here" in " ".join((docstring or "").split())))
+            visit(child, child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else function)
 
-    visit(ast.parse(source), False)
+    visit(ast.parse(source), None)
     return found
 
 
@@ -255,6 +259,9 @@ FUNCTION_IMPORT_CASES = {
         [(3, "from lib.a import b", True), (4, "import lib.c  # heavy: torch", True)]),
     "a method and a lambda's body count": ("class C:\n    def m(self):\n        import lib.x\n",
                                            [(3, "import lib.x", False)]),
+    "a docstring saying why, for code a notebook shows": (
+        'def f():\n    """Shown in a notebook: `b` is imported here, so the reader sees where it comes from."""\n'
+        "    from lib.a import b\n", [(3, "from lib.a import b", True)]),
 }
 
 

@@ -68,7 +68,7 @@ from lib.code_steps import read_code
 from lib.datasets import LabelGroups, banking77_calibration_split, load_corpus, load_label_groups, load_questions
 from lib.decisions import DEFAULT_TOP_LOGPROBS, Decider, FullListDecider, IntentDecision, ShortlistDecider
 from lib.fallback_answers import FALLBACK_MAX_TOKENS, FALLBACK_SYSTEM_PROMPT, fallback_answer
-from lib.grammar import assign_codes, gbnf_for_codes, gbnf_for_options, letters
+from lib.grammar import assign_codes, gbnf_for_codes, gbnf_for_options
 from lib.grounding import DEFAULT_MAX_TOKENS, GROUNDING_SYSTEM_PROMPT, grounded_answer
 from lib.hashing import fingerprint
 from lib.indexes import DenseIndex, IntentRetriever, chunk_by_heading
@@ -236,8 +236,12 @@ def _grammar_vs_free(llm: LLM, results_dir: Path) -> Prepared:
 def code_routing_prompt(label_groups: LabelGroups) -> str:
     """Notebook 06's system prompt: every BANKING77 intent under its two-letter code ("C-F"), grouped.
 
-    The same for every message, so the model reads it once and keeps it in its cache.
+    The same for every message, so the model reads it once and keeps it in its cache. `assign_codes`
+    and `letters` are imported here, in the body: notebook 06 shows this code (`lib.source.show_code`),
+    and the import tells its reader where they come from.
     """
+    from lib.grammar import assign_codes, letters
+
     codes = assign_codes(label_groups.groups)
     lines = []
     for group_letter, group in zip(letters(len(label_groups.groups)), label_groups.groups):
