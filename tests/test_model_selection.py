@@ -90,7 +90,7 @@ def test_a_second_models_files_sit_beside_the_defaults_and_say_how_to_remake_the
     with pytest.raises(ValueError, match="no letter or digit"):
         model_key("///")
     folder = tmp_path / "models" / SECOND
-    with pytest.raises(FileNotFoundError, match=rf"produce it with `WORKBOOK_MODEL={SECOND} python setup/run_results"):
+    with pytest.raises(FileNotFoundError, match=rf"produce it with `WORKBOOK_MODEL={SECOND} python setup/run_saved.py --run banking77-full-test`"):
         load_results("banking77", "test", "full", folder)
 
 
