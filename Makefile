@@ -57,13 +57,8 @@ update: setup         ## like record, but only requests not yet recorded call th
 refresh: setup        ## rewrite notebook outputs from recordings and the current data/results (no model)
 	$(PY) setup/run_notebooks.py --refresh --only "$$NB"
 
-results: setup       ## run or resume every saved run (resumable): committees (minutes), tool conversations (about an hour), BANKING77 / CLINC150 (hours on 2 cores), the questions of 06-10/18
-	$(PY) setup/run_committees.py
-	$(PY) setup/run_tools.py
-	$(PY) setup/run_results.py
-	$(PY) setup/run_question_runs.py
-	$(PY) setup/run_asking.py
-	$(PY) setup/drift.py
+results: setup       ## run or resume every saved run (resumable; setup/run_saved.py --list names them): committees (minutes), tool conversations (about an hour), BANKING77 / CLINC150 (hours on 2 cores), the questions of 06-10/18-20, asking, drift (hours)
+	$(PY) setup/run_saved.py
 
 # Serves the repository (so links to ../README.md and data/ open too) and opens on notebooks/.
 # --allow-root only as root (containers, cloud machines, CI); LAB_ARGS adds options, e.g. --port=8890.
@@ -88,7 +83,7 @@ bench-course: setup   ## seconds against the classroom targets: notebooks live, 
 	$(PY) setup/bench_course.py --only "$$ONLY" $(if $(REUSE),--reuse)
 
 drift: setup          ## run or resume the drift measurement (data/results/drift-*.jsonl, notebook 07; hours) and print its table
-	$(PY) setup/drift.py
+	$(PY) setup/run_saved.py --family drift
 
 clean:
 	rm -rf build

@@ -15,9 +15,9 @@ is to ask. Three ways of asking, for an answer the model has already given:
 
 Every prompt keeps the task's own system message first and puts everything else in one last
 user turn, so the backend's prompt cache reuses the system message and each way costs only its
-own few dozen tokens. The runs behind notebook 09 (every
-BANKING77 calibration message, a stratified sample of test, the 60 handbook questions of
-notebooks 07 and 10) are `ASKING_RUNS`, produced by `python setup/run_asking.py`.
+own few dozen tokens. The saved runs behind notebook 09, which ask about every BANKING77
+calibration decision, a stratified sample of test and the 60 handbook answers of notebooks 07 and
+10, are `lib.saved_runs.asking`'s.
 """
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,10 +32,9 @@ import pandas as pd
 
 from lib.checks import check_binary, require_fitted
 from lib.grammar import gbnf_for_options
-from lib.hashing import fingerprint
-from lib.llm import DEFAULT_SERVER_TOP_LOGPROBS, Message, validate_messages
+from lib.backends.protocol import LLM, Completion, Message, validate_messages
+from lib.settings import DEFAULT_SERVER_TOP_LOGPROBS
 from lib.logprobs import renormalize
-from lib.results_store import RESULTS_DIR, remake_command
 
 __all__ = [
     "NUMBER_QUESTION",
@@ -60,16 +58,6 @@ __all__ = [
     "ask_true",
     "ask_all",
     "paired_metrics",
-    "HANDBOOK_RUN",
-    "CALIBRATION_RUN",
-    "TEST_RUN",
-    "TEST_SAMPLE",
-    "TEST_SAMPLE_SEED",
-    "ASKING_ORDER_SEED",
-    "ASKING_SETTINGS",
-    "stratified_sample",
-    "ASKING_RUNS",
-    "produce_asking_run",
 ]
 
 NUMBER_QUESTION = "How sure are you that your answer is right? Reply with a number from 0 to 100."
@@ -261,23 +249,23 @@ class AskedConfidence:
                 "p_true_seconds": self.p_true_seconds}
 
 
-def ask_number(llm: Any, messages: Sequence[Message], answer: str, *, shown_as: str = "Question"
-               ) -> tuple[int, Any]:
+def ask_number(llm: LLM, messages: Sequence[Message], answer: str, *, shown_as: str = "Question"
+               ) -> tuple[int, Completion]:
     """The number from 0 to 100 the model gives its `answer`, and the `Completion` (greedy, under the grammar)."""
     reply = llm.chat(asking_messages(messages, answer, NUMBER_QUESTION, shown_as=shown_as), max_tokens=4,
                      grammar=NUMBER_GRAMMAR, top_logprobs=NUMBER_TOP_LOGPROBS)
     return read_number(reply.text), reply
 
 
-def ask_category(llm: Any, messages: Sequence[Message], answer: str, *, shown_as: str = "Question"
-                 ) -> tuple[str, Any]:
+def ask_category(llm: LLM, messages: Sequence[Message], answer: str, *, shown_as: str = "Question"
+                 ) -> tuple[str, Completion]:
     """The word of `CATEGORIES` the model gives its `answer`, and the `Completion`."""
     reply = llm.chat(asking_messages(messages, answer, CATEGORY_QUESTION, shown_as=shown_as), max_tokens=6,
                      grammar=CATEGORY_GRAMMAR)
     return read_category(reply.text), reply
 
 
-def ask_true(llm: Any, messages: Sequence[Message], answer: str, *, shown_as: str = "Question"
+def ask_true(llm: LLM, messages: Sequence[Message], answer: str, *, shown_as: str = "Question"
              ) -> tuple[TrueProbability, float]:
     """P(True) of `answer` (one forward pass, no generation) and the seconds it took."""
     result = llm.next_token_logprobs(true_messages(messages, answer, shown_as=shown_as),
@@ -286,7 +274,7 @@ def ask_true(llm: Any, messages: Sequence[Message], answer: str, *, shown_as: st
     return p_true(result.scores, lowest), result.seconds
 
 
-def ask_all(llm: Any, messages: Sequence[Message], answer: str, *, shown_as: str = "Question") -> AskedConfidence:
+def ask_all(llm: LLM, messages: Sequence[Message], answer: str, *, shown_as: str = "Question") -> AskedConfidence:
     """The three asked confidences of `answer` to the task `messages`, in the order the runs ask them."""
     number, number_reply = ask_number(llm, messages, answer, shown_as=shown_as)
     category, category_reply = ask_category(llm, messages, answer, shown_as=shown_as)
@@ -340,118 +328,3 @@ def paired_metrics(confidences: Mapping[str, np.ndarray], correct: Sequence[bool
                         "high": float(high), "difference": value - reference_value, "diff_low": float(diff_low),
                         "diff_high": float(diff_high)})
     return pd.DataFrame(out)
-
-
-# --------------------------------------------------------------------------- the saved runs
-
-
-HANDBOOK_RUN = "asking-handbook"
-CALIBRATION_RUN = "asking-banking77-calibration"
-TEST_RUN = "asking-banking77-test"
-TEST_SAMPLE, TEST_SAMPLE_SEED, ASKING_ORDER_SEED = 1000, 27, 2027
-"""The test run asks about a stratified sample of `TEST_SAMPLE` test messages (seeded); every run
-visits its items in a seeded random order, so an unfinished run holds a random subset."""
-ASKING_SETTINGS = {"number_question": NUMBER_QUESTION, "number_grammar": NUMBER_GRAMMAR,
-                   "category_question": CATEGORY_QUESTION, "category_grammar": CATEGORY_GRAMMAR,
-                   "true_question": TRUE_QUESTION, "yes_no_tokens": list(YES_NO_TOKENS),
-                   "number_top_logprobs": NUMBER_TOP_LOGPROBS}
-
-
-def stratified_sample(labels: Sequence[str], size: int, seed: int) -> list[int]:
-    """Positions of `size` items drawn so each label keeps its share (scikit-learn's stratified split), sorted."""
-    from sklearn.model_selection import train_test_split
-
-    positions = np.arange(len(labels))
-    if size >= len(labels):
-        return positions.tolist()
-    chosen, _ = train_test_split(positions, train_size=size, stratify=list(labels), random_state=seed)
-    return sorted(int(p) for p in chosen)
-
-
-def _in_seeded_order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    order = np.random.default_rng(ASKING_ORDER_SEED).permutation(len(items))
-    return [items[i] for i in order]
-
-
-def _banking(split: str) -> Callable[[Any, Path], tuple[list[dict[str, Any]], Callable, dict[str, Any]]]:
-    def prepare(llm: Any, results_dir: Path) -> tuple[list[dict[str, Any]], Callable, dict[str, Any]]:
-        from lib.datasets import load_label_groups
-        from lib.decisions import FullListDecider
-        from lib.runs import load_results, results_header
-
-        decider = FullListDecider(llm, load_label_groups("banking77"), exact=False)  # for its prompt only
-        saved = load_results("banking77", split, "full", results_dir)
-        positions = (stratified_sample(saved["label"].tolist(), TEST_SAMPLE, TEST_SAMPLE_SEED) if split == "test"
-                     else list(range(len(saved))))
-        items = _in_seeded_order([{"message": int(saved["i"].iloc[p]), "text": saved["text"].iloc[p],
-                                   "label": saved["label"].iloc[p], "code": saved["code"].iloc[p],
-                                   "correct": bool(saved["correct"].iloc[p]),
-                                   "confidence": float(saved["confidence"].iloc[p]),
-                                   "decision_seconds": float(saved["seconds"].iloc[p])} for p in positions])
-
-        def compute(i: int, item: dict[str, Any]) -> dict[str, Any]:
-            asked = ask_all(llm, decider.messages(item["text"]), item["code"], shown_as="Customer message")
-            return {**item, **asked.as_row()}
-
-        settings = {**ASKING_SETTINGS, "answers": results_header("banking77", split, "full", results_dir)["fingerprint"],
-                    "system": fingerprint(decider.system_prompt),
-                    "messages": fingerprint([item["message"] for item in items])}
-        return items, compute, settings
-    return prepare
-
-
-def _handbook(llm: Any, results_dir: Path) -> tuple[list[dict[str, Any]], Callable, dict[str, Any]]:
-    from lib.datasets import load_corpus
-    from lib.indexes import DenseIndex, chunk_by_heading
-    from lib.question_runs import HANDBOOK, decode_tokens, load_run, short_answer_questions
-    from lib.semantic_entropy import short_answer_messages
-    from lib.text import matches_gold
-
-    header, saved = load_run(HANDBOOK, results_dir)
-    questions = short_answer_questions()
-    if saved["id"].tolist() != questions["id"].tolist():
-        raise ValueError(f"{results_dir / HANDBOOK}.jsonl holds other questions than short_answer_questions(); "
-                         f"remake it with `{header['command']}`")
-    index = DenseIndex(chunk_by_heading(load_corpus()), llm.embed)
-    hits = [found[0] for found in index.search_many(questions["question"].tolist(), k=1)]
-    if [hit.chunk.section_id for hit in hits] != saved["section"].tolist():
-        raise ValueError(f"retrieval now finds other sections than {results_dir / HANDBOOK}.jsonl saved; remake it "
-                         f"with `{header['command']}`")
-    items = []
-    for row, hit in zip(saved.itertuples(), hits):
-        logprobs = [t.logprob for t in decode_tokens(row.tokens)]
-        items.append({"id": row.id, "question": row.question, "gold": row.gold, "greedy": row.greedy,
-                      "correct": matches_gold(row.greedy, row.gold),
-                      "confidence": float(np.exp(np.mean(logprobs))), "decision_seconds": float(row.greedy_seconds),
-                      "context": hit.chunk.text})
-
-    def compute(i: int, item: dict[str, Any]) -> dict[str, Any]:
-        messages = short_answer_messages(item["question"], item["context"])
-        asked = ask_all(llm, messages, item["greedy"], shown_as="Question")
-        return {**{k: v for k, v in item.items() if k != "context"}, **asked.as_row()}
-
-    settings = {**ASKING_SETTINGS, "answers": header["fingerprint"], "questions": [item["id"] for item in items],
-                "contexts": fingerprint([item["context"] for item in items])}
-    return items, compute, settings
-
-
-ASKING_RUNS: dict[str, Callable[[Any, Path], tuple[list[dict[str, Any]], Callable, dict[str, Any]]]] = {
-    HANDBOOK_RUN: _handbook, CALIBRATION_RUN: _banking("calibration"), TEST_RUN: _banking("test")}
-"""The saved runs, in the order `python setup/run_asking.py` produces them, each prepared by `(llm, results_dir)`
-from the answers saved in `results_dir`. Each row: the saved answer,
-whether it was right, its token confidence (`confidence`) and seconds, then `AskedConfidence.as_row`."""
-
-
-def produce_asking_run(name: str, *, llm: Any = None, results_dir: Path = RESULTS_DIR, progress: bool = True) -> Path:
-    """Produce (or resume) the saved run `name` with the live model; returns its path."""
-    from lib.recording import get_llm
-    from lib.runs import run_items
-
-    if name not in ASKING_RUNS:
-        raise ValueError(f"no saved run {name!r}; the runs are {list(ASKING_RUNS)}")
-    llm = llm if llm is not None else get_llm(mode="live")  # the run's rows are their own record
-    items, compute, settings = ASKING_RUNS[name](llm, Path(results_dir))
-    return run_items(name, items, compute, model=llm.identity, backend=llm.backend_name, settings=settings,
-                     mode="live", command=remake_command(f"python setup/run_asking.py --run {name}", Path(results_dir)),
-                     results_dir=results_dir,
-                     progress=progress)

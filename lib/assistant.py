@@ -2,7 +2,7 @@
 
 A question goes through four steps, cheapest first, and the first one that fails decides:
 
-1. **boundary** (`lib.retrieval.Gate` on `boundary_scores`): is the question like the
+1. **boundary** (`lib.selective.Gate` on `boundary_scores`): is the question like the
    in-scope examples at all? If not -> OUT_OF_SCOPE.
 2. **retrieval** (`lib.retrieval.RetrievalGate` on the top score and its margin to the
    runner-up section): does one section clearly match? If not, the assistant does not
@@ -63,18 +63,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from sklearn.exceptions import NotFittedError
 
 from lib import retrieval as R
-from lib.checks import check_positive_int, check_unit_interval, require_fitted
+from lib.checks import check_positive_int, require_fitted
 from lib.citations import CitedAnswer, cite, fallback_reply
 from lib.grounding import (DEFAULT_MAX_TOKENS, GroundingResult, answer_field_logprobs, grounded_answer,
                             grounding_messages)
-from lib.llm import LLM, Message
+from lib.backends.protocol import LLM, Message
 from lib.logprobs import perplexity, renormalize
 from lib.quotes import render_verdicts
-from lib.routing import Action, CostThresholds, route_by_thresholds
-from lib.selective import fit_threshold, target_reached
+from lib.actions import Action
+from lib.routing import CostThresholds, route_by_thresholds
+from lib.selective import Gate, ThresholdEstimator, ThresholdFitter
 from lib.text import matches_gold
 
 if TYPE_CHECKING:
@@ -105,7 +107,7 @@ __all__ = [
 
 
 DECISIONS: tuple[str, ...] = tuple(a.value for a in Action)
-"""The assistant's decisions, in table order: `lib.routing.Action`'s values. ACT is a grounded
+"""The assistant's decisions, in table order: `lib.actions.Action`'s values. ACT is a grounded
 answer with verified quotes, ASK a clarifying question offering the best sections, OUT_OF_SCOPE
 a question not about what the corpus covers, HAND_OVER a question passed to a person."""
 class Pending(str, Enum):
@@ -191,7 +193,7 @@ def quotes_verified(result: GroundingResult | None) -> bool:
 # --------------------------------------------------------------------------- the last step's model
 
 
-class SupportModel:
+class SupportModel(ThresholdEstimator):
     """The model's own "supported" flag combined with the retrieval scores into one probability that an answer is right.
 
     The grounded-answer agent of *Agentic AI from Zero* (project 2) trusts an answer when its
@@ -199,8 +201,8 @@ class SupportModel:
     both are numbers: P(yes) from the answerability probe, and the top retrieval score and its
     margin to the runner-up. A logistic regression (standardised features, scikit-learn's
     default L2 penalty) maps the three to P(right), fitted on judged dev answers; the threshold
-    on P(right) is fitted on the same answers with `lib.selective.fit_threshold` at `target_precision`
-    (or fixed by `threshold`: the threshold API of `lib.selective`).
+    on P(right) is fitted on the same answers at `target_precision` by `fitter` (by default
+    `lib.selective.fit_threshold`), or fixed by `threshold` (the threshold API of `lib.selective.ThresholdEstimator`).
 
     With a `SupportModel` the assistant's last step asks `accepts` instead of comparing P(yes)
     with the answerability threshold; the gates before it are unchanged (replacing the fixed
@@ -212,9 +214,11 @@ class SupportModel:
     `fitted_on_`. Used before `fit`, it raises sklearn's `NotFittedError`.
     """
 
-    def __init__(self, target_precision: float = 0.9, threshold: float | None = None) -> None:
+    def __init__(self, target_precision: float = 0.9, threshold: float | None = None,
+                 fitter: ThresholdFitter | None = None) -> None:
         self.target_precision = target_precision
         self.threshold = threshold
+        self.fitter = fitter
 
     def fit(self, p_yes: Sequence[float], top_score: Sequence[float], margin: Sequence[float],
             correct: Sequence[bool]) -> "SupportModel":
@@ -223,7 +227,7 @@ class SupportModel:
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
-        check_unit_interval(self.target_precision, "target_precision")
+        self.check_parameters()
         features = self._features(p_yes, top_score, margin)
         labels = np.asarray(correct, dtype=bool)
         if labels.shape != (len(features),) or not np.isfinite(features).all():
@@ -235,19 +239,15 @@ class SupportModel:
         self.coef_ = regression.coef_[0].copy()
         self.intercept_ = float(regression.intercept_[0])
         probability = self.probability(p_yes, top_score, margin)
-        if self.threshold is None:
-            self.threshold_ = fit_threshold(probability, labels, self.target_precision, warn=False)
-        else:
-            self.threshold_ = float(self.threshold)
-        self.reached_ = target_reached(probability >= self.threshold_, labels, self.target_precision)
-        self.fitted_on_ = len(labels)
+        self.threshold_ = self.threshold_for(probability, labels, self.threshold)
+        self.measure(probability >= self.threshold_, labels)
         return self
 
     @staticmethod
-    def _features(p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+    def _features(p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray:
         return np.column_stack([np.asarray(x, dtype=float).reshape(-1) for x in (p_yes, top_score, margin)])
 
-    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+    def probability(self, p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray:
         """P(right), shape (n,); NaN where P(yes) is NaN (no probe: nothing to combine)."""
         require_fitted(self, "pipeline_", "probability")
         features = self._features(p_yes, top_score, margin)
@@ -257,7 +257,7 @@ class SupportModel:
             out[known] = self.pipeline_.predict_proba(features[known])[:, 1]
         return out
 
-    def accepts(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+    def accepts(self, p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray:
         """Bool, shape (n,): P(right) >= the threshold (NaN never passes)."""
         require_fitted(self, "threshold_", "accepts")
         with np.errstate(invalid="ignore"):
@@ -267,7 +267,7 @@ class SupportModel:
 class SupportSignal(Protocol):
     """Anything that turns an answer's P(yes), top retrieval score and margin into P(right), shape (n,)."""
 
-    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray: ...
+    def probability(self, p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray: ...
 
 
 class CalibratedPYes:
@@ -288,7 +288,7 @@ class CalibratedPYes:
             self.calibrator.fit(np.asarray(p_yes, dtype=float), np.asarray(correct, dtype=bool))
         return self
 
-    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+    def probability(self, p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray:
         """P(right), shape (n,): the calibrated P(yes); NaN where P(yes) is NaN."""
         values = np.asarray(p_yes, dtype=float).reshape(-1)
         out = np.full(values.shape, math.nan)
@@ -311,12 +311,12 @@ class CostRule:
     signal: SupportSignal
     thresholds: CostThresholds
 
-    def probability(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
+    def probability(self, p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray:
         """P(right), shape (n,), from the signal."""
         return self.signal.probability(p_yes, top_score, margin)
 
-    def route(self, p_yes: Any, top_score: Any, margin: Any) -> np.ndarray:
-        """`lib.routing.Action` per answer, shape (n,), by the two thresholds (`route_by_thresholds`)."""
+    def route(self, p_yes: ArrayLike, top_score: ArrayLike, margin: ArrayLike) -> np.ndarray:
+        """`lib.actions.Action` per answer, shape (n,), by the two thresholds (`route_by_thresholds`)."""
         return route_by_thresholds(self.probability(p_yes, top_score, margin),
                                    self.thresholds.act_threshold, self.thresholds.hand_over_threshold)
 
@@ -345,7 +345,7 @@ class Step:
         return "skipped" if self.passed is None else ("pass" if self.passed else "fail")
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if isinstance(value, (float, np.floating)):
         return "nan" if math.isnan(value) else ("inf" if math.isinf(value) else f"{value:.3f}")
     return str(value)
@@ -452,7 +452,7 @@ class Assistant:
     """The pipeline with its fitted thresholds; `run(question)` returns a `Trace`.
 
     Args:
-        llm: the model (anything with `chat` and `next_token_logprobs`, see `lib.llm.LLM`).
+        llm: the model (anything with `chat` and `next_token_logprobs`, see `lib.backends.protocol.LLM`).
         scope: the gates' `lib.retrieval.Scope`: a `DenseIndex` over heading chunks (its cosines
             are what the gates were fitted on) and the in-scope examples for the boundary (texts,
             embedded once here, or their embeddings).
@@ -479,9 +479,9 @@ class Assistant:
     llm: LLM
     scope: R.Scope
     sections: Mapping[str, str]
-    boundary_gate: R.Gate
+    boundary_gate: Gate
     retrieval_gate: R.RetrievalGate
-    ask_gate: R.Gate
+    ask_gate: Gate
     answerability_threshold: float = math.nan
     n_sources: int = 3
     n_offer: int = 3

@@ -8,7 +8,7 @@ step's `SupportModel` with `fit_support` on the judged dev answers (`dev_answers
 perplexity ceiling with `fit_perplexity_ceiling`.
 
 `ASSISTANT_SETTINGS` holds the assistant's settings once (sections shown, headings offered,
-answer budget, the dev targets): notebook 18 and the saved runs of `lib.question_runs` both
+answer budget, the dev targets): notebook 18 and the saved runs of `lib.saved_runs.questions` both
 read them, and `build_assistant` builds the assistant exactly as the notebook does.
 
 The finale's assistant (notebook 20) keeps the boundary and the code checks and replaces the
@@ -30,11 +30,13 @@ import pandas as pd
 
 from lib import retrieval as R
 from lib.assistant import Assistant, CalibratedPYes, CostRule, SupportModel, SupportSignal, Trace
+from lib.calibration import IsotonicCalibrator, PlattCalibrator, brier, ece
 from lib.datasets import gold_section_ids, load_corpus, load_questions, load_scope_examples
 from lib.indexes import DenseIndex, chunk_by_heading, gold_ranks
-from lib.llm import LLM
-from lib.routing import Action, cost_thresholds
-from lib.selective import fit_threshold
+from lib.backends.protocol import LLM
+from lib.actions import Action
+from lib.routing import cost_thresholds
+from lib.selective import Gate, fit_threshold
 
 __all__ = [
     "AssistantSettings", "ASSISTANT_SETTINGS", "fit_gates", "fit_ask_gate", "fit_answerability_gate",
@@ -82,7 +84,7 @@ def fit_gates(
     *,
     boundary_target: float = 0.95,
     retrieval_target: float = 0.90,
-) -> tuple[R.Gate, R.RetrievalGate]:
+) -> tuple[Gate, R.RetrievalGate]:
     """Fit the boundary and retrieval gates on dev questions, as notebook 02 does.
 
     Boundary: `Gate(boundary_target)` on `boundary_scores`, positive = type is not
@@ -94,7 +96,7 @@ def fit_gates(
         scope: the index and the in-scope examples the gates look at.
     """
     b = R.boundary_scores(dev["question"], scope.example_questions, scope.embed)
-    boundary_gate = R.Gate(target_precision=boundary_target).fit(b, (dev["type"] != "out_of_scope").to_numpy())
+    boundary_gate = Gate(target_precision=boundary_target).fit(b, (dev["type"] != "out_of_scope").to_numpy())
     inside = dev[boundary_gate.predict(b)]
     features = R.retrieval_features(scope.index, inside)
     retrieval_gate = R.RetrievalGate(target_precision=retrieval_target).fit(
@@ -104,20 +106,20 @@ def fit_gates(
 
 def fit_ask_gate(
     dev: pd.DataFrame,
-    boundary_gate: R.Gate,
+    boundary_gate: Gate,
     retrieval_gate: R.RetrievalGate,
     scope: R.Scope,
     *,
     n_offer: int = 3,
     target_precision: float = 0.8,
-) -> R.Gate:
+) -> Gate:
     """The threshold on the top retrieval score above which a failed retrieval gate means ASK.
 
     Fitted on the dev questions that pass the boundary but fail the retrieval gate (the
     only ones the rule applies to). Positive = asking would help: the question is
     answerable and one of its gold sections is among the `n_offer` headings offered.
     The threshold is the lowest top score whose ASK precision on dev reaches
-    `target_precision` (`lib.retrieval.Gate`); below it nothing is close -> HAND_OVER.
+    `target_precision` (`lib.selective.Gate`); below it nothing is close -> HAND_OVER.
     """
     verdicts = R.route_many(dev["question"], boundary_gate, retrieval_gate, scope)
     rows = [i for i, v in enumerate(verdicts) if v.failed_gate in ("retrieval_score", "retrieval_margin")]
@@ -128,18 +130,18 @@ def fit_ask_gate(
              and bool(set(gold_section_ids(row.section_ids)) & {s for s, _ in verdicts[i].ranked_sections[:n_offer]})
              for i, row in zip(rows, subset.itertuples())]
     top = [verdicts[i].top_score for i in rows]
-    return R.Gate(target_precision=target_precision).fit(top, helps)
+    return Gate(target_precision=target_precision).fit(top, helps)
 
 
 def fit_answerability_gate(traces: Sequence[Trace | float], correct: Sequence[bool], *,
-                           target_precision: float = 0.9) -> R.Gate:
+                           target_precision: float = 0.9) -> Gate:
     """The gate on P(yes) above which ACT is right at least `target_precision` of the time on dev.
 
     Uses only the traces the threshold decides: those whose grounded answer had every
     quote verified (and so got an answerability probability). `traces` may also hold the
     P(yes) values themselves (as a saved run keeps them; NaN where no probe was asked).
     `correct[i]` says whether trace i's answer is right (see `answer_is_right`; unjudged rows
-    should be left out beforehand). Returns the fitted `lib.retrieval.Gate`: its `threshold_`
+    should be left out beforehand). Returns the fitted `lib.selective.Gate`: its `threshold_`
     is the assistant's `answerability_threshold`, and `reached_` is False when no threshold
     reaches the target (the threshold is then `inf`: the assistant never answers).
     """
@@ -152,7 +154,7 @@ def fit_answerability_gate(traces: Sequence[Trace | float], correct: Sequence[bo
         raise ValueError("fit_answerability_gate: no trace has an answerability probability "
                          "(none passed the gates with verified quotes)")
     scores, right = zip(*rows)
-    return R.Gate(target_precision=target_precision).fit(np.array(scores), np.array(right))
+    return Gate(target_precision=target_precision).fit(np.array(scores), np.array(right))
 
 
 @dataclass
@@ -192,7 +194,7 @@ def build_assistant(llm: LLM, embed: Callable[[Sequence[str]], np.ndarray] | Non
     return AssistantSetup(assistant, dev, test, *past_boundary)
 
 
-def _past_boundary(questions: pd.DataFrame, boundary: R.Gate, retrieval: R.RetrievalGate,
+def _past_boundary(questions: pd.DataFrame, boundary: Gate, retrieval: R.RetrievalGate,
                    scope: R.Scope) -> pd.DataFrame:
     """The questions the boundary gate lets in, in their given order."""
     routes = R.route_many(questions["question"], boundary, retrieval, scope)
@@ -284,8 +286,6 @@ SUPPORT_SIGNALS: tuple[str, ...] = ("P(yes)", "P(yes), Platt", "P(yes), isotonic
 
 def _new_signal(name: str) -> SupportSignal:
     """An unfitted support signal of this name (see `SUPPORT_SIGNALS`)."""
-    from lib.calibration import IsotonicCalibrator, PlattCalibrator
-
     if name not in SUPPORT_SIGNALS:
         raise ValueError(f"no support signal {name!r}; the signals are {list(SUPPORT_SIGNALS)}")
     if name == "support model":
@@ -363,8 +363,6 @@ def fit_cost_rule(dev_rows: pd.DataFrame, ranks: pd.Series, *, ask_target: float
        nothing); if none does, `settings.max_offer`.
     3. The signal refitted on every judged dev answer, with those thresholds.
     """
-    from lib.calibration import brier, ece
-
     answers = checked_answers(dev_rows)
     answers = answers[answers["right"].notna()]
     right = answers["right"].astype(bool).to_numpy()
@@ -396,7 +394,7 @@ def decide_rows(rows: pd.DataFrame, rule: CostRule) -> np.ndarray:
     """The finale's decision for each saved row, as `Assistant.decide` makes it with `cost_rule` set.
 
     rows: a saved run's rows (failed_gate, verified, citations_valid, p_yes, top_score,
-    margin). Returns `lib.routing.Action` values as strings, shape (n,): OUT_OF_SCOPE at the
+    margin). Returns `lib.actions.Action` values as strings, shape (n,): OUT_OF_SCOPE at the
     boundary, HAND_OVER when a quote or citation does not hold, else the cost rule's route.
     """
     decisions = np.full(len(rows), Action.HAND_OVER.value, dtype=object)

@@ -36,6 +36,7 @@ def _llama_cpp() -> tuple[bool, str]:
 
 
 def _model_file() -> tuple[bool, str]:
+    # here, not at the top: a broken install fails this one check, not the import of the checklist
     from lib.model_file import ModelFileError, configured_model
     try:
         model = configured_model()
@@ -47,6 +48,7 @@ def _model_file() -> tuple[bool, str]:
 
 
 def _embeddings() -> tuple[bool, str]:
+    # here, not at the top: a broken install fails this one check, not the import of the checklist
     from lib.embeddings import embed
     vectors = embed(["Where is my card?", "My card has not arrived."])
     norms = np.linalg.norm(vectors, axis=1)
@@ -55,6 +57,7 @@ def _embeddings() -> tuple[bool, str]:
 
 
 def _datasets() -> tuple[bool, str]:
+    # here, not at the top: a broken install fails this one check, not the import of the checklist
     from lib.datasets import load_banking77, load_clinc150
     sizes = (len(load_banking77("train")), len(load_banking77("test")), len(load_clinc150("test")))
     return sizes == (10_003, 3_080, 5_500), (f"BANKING77 train {sizes[0]:,} / test {sizes[1]:,}; "

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from lib.llm import TokenLogprob
+from lib.backends.protocol import TokenLogprob
 from lib.logprobs import renormalize
 
 __all__ = [

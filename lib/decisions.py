@@ -3,7 +3,7 @@
 Every decider maps one customer message to an `IntentDecision`: a label that is always one of the
 task's labels (whatever the message says), a confidence in [0, 1], the probabilities
 behind it, and the time it took. Notebooks 08, 09 and 11-17 compare these on saved results
-(`lib.runs`).
+(`lib.saved_runs.decisions`).
 
 - `FullListDecider`: the model sees every intent, as a code such as "C-F" with a one-line
   description, in a system prompt that stays in the KV cache. It answers in two steps,
@@ -29,7 +29,7 @@ decision is a grammar-constrained generation whose top candidates are renormalis
 step; there a letter missing from the candidates gets probability 0. A server that gives no
 usable probabilities (no logprobs, a reply that ignored the grammar, a shortlist answer
 without any option letter among its candidates) raises
-`lib.openai_compatible.ServerError` naming it: no confidence is ever made up.
+`lib.backends.openai_compatible.ServerError` naming it: no confidence is ever made up.
 """
 from __future__ import annotations
 
@@ -41,13 +41,14 @@ import numpy as np
 import pandas as pd
 
 from lib.datasets import OUT_OF_SCOPE, LabelGroups
+from lib.embeddings import embed as minilm_embed
 from lib.grammar import assign_codes, gbnf_for_codes, letters
 from lib.hashing import fingerprint
-from lib.indexes import IntentRetriever, pool_embeddings
-from lib.llm import CapabilityError, EmbeddedLLM, Message, validate_messages
+from lib.indexes import Embed, IntentRetriever, pool_embeddings
+from lib.backends.embedded import EmbeddedLLM
+from lib.backends.protocol import LLM, CapabilityError, Layered, Message, validate_messages
 from lib.logprobs import renormalize
-from lib.openai_compatible import ServerError
-from lib.recording import RecordedLLM
+from lib.backends.openai_compatible import ServerError
 
 __all__ = [
     "DEFAULT_TOP_LOGPROBS", "MAX_MESSAGE_CHARS", "CONTENT_FREE_MESSAGE", "NONE_OF_THESE", "significant",
@@ -115,7 +116,7 @@ class IntentDecision:
 
 
 class Decider(Protocol):
-    """What `lib.runs.run_split` needs: a name, a fingerprint of the prompt and settings, and `decide`."""
+    """What `lib.saved_runs.decisions.run_split` needs: a name, a fingerprint of the prompt and settings, and `decide`."""
 
     method: str
     fingerprint: str
@@ -124,24 +125,25 @@ class Decider(Protocol):
     def decide(self, text: str) -> IntentDecision: ...
 
 
-def embedded_backend(llm: Any) -> EmbeddedLLM | None:
+def embedded_backend(llm: LLM) -> EmbeddedLLM | None:
     """The in-process model behind `llm` when we may drive it directly (live mode), else None."""
     if isinstance(llm, EmbeddedLLM):
         return llm
-    if isinstance(llm, RecordedLLM) and llm.backend_name == "embedded":
-        return llm.live_backend()
+    if isinstance(llm, Layered) and llm.backend_name == "embedded":
+        backend = llm.live_backend()
+        return backend if isinstance(backend, EmbeddedLLM) else None
     return None
 
 
-def runs_in_process(llm: Any) -> bool:
+def runs_in_process(llm: LLM) -> bool:
     """Whether `llm` is the embedded model, which serves one request at a time."""
     return getattr(llm, "backend_name", None) == "embedded"
 
 
-def _who_answered(llm: Any) -> str:
+def _who_answered(llm: LLM) -> str:
     """Who answered `llm`'s requests, for an error message: "the server at URL" when `llm` is a server
     client, the recording layer over one (its `config`), or a wrapper holding either as `llm` (such as
-    `lib.question_runs.CallTimer`); else "the model IDENTITY"."""
+    `lib.saved_runs.items.CallTimer`); else "the model IDENTITY"."""
     while True:
         url = getattr(llm, "base_url", None) or getattr(getattr(llm, "config", None), "base_url", None)
         if url:
@@ -200,7 +202,7 @@ class FullListDecider:
 
     method = "full"
 
-    def __init__(self, llm: Any, label_groups: LabelGroups, *, exact: bool | None = None,
+    def __init__(self, llm: LLM, label_groups: LabelGroups, *, exact: bool | None = None,
                  top_logprobs: int = DEFAULT_TOP_LOGPROBS) -> None:
         self.llm = llm
         self.system_prompt, self.codes = full_list_prompt(label_groups)
@@ -358,12 +360,10 @@ class LogRegDecider:
     method = "embed-logreg"
     thread_safe = True
 
-    def __init__(self, pool: pd.DataFrame, *, c: float = 10.0, top: int = 8, embed: Any = None) -> None:
+    def __init__(self, pool: pd.DataFrame, *, c: float = 10.0, top: int = 8, embed: Embed | None = None) -> None:
         from sklearn.linear_model import LogisticRegression
 
-        from lib.embeddings import embed as minilm
-
-        self._embed = embed or minilm
+        self._embed = embed or minilm_embed
         self.top = top
         self.model = LogisticRegression(C=c, max_iter=2000).fit(pool_embeddings(pool["text"].tolist(), embed),
                                                                 pool["label"].tolist())
@@ -479,7 +479,7 @@ class ShortlistDecider:
 
     method = "shortlist"
 
-    def __init__(self, llm: Any, retriever: IntentRetriever, label_groups: LabelGroups, *, k: int = 8,
+    def __init__(self, llm: LLM, retriever: IntentRetriever, label_groups: LabelGroups, *, k: int = 8,
                  none_option: bool = False, n_orders: int = 2, calibrate: bool = True,
                  debias: Debias = "calibrate", answer: Literal["letters", "names"] = "letters",
                  n_examples: int = 2, top_logprobs: int = DEFAULT_TOP_LOGPROBS, seed: int = 0) -> None:

@@ -20,11 +20,14 @@ import warnings
 import zipfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from lib.settings import threads_setting
+
+if TYPE_CHECKING:  # torch loads only when the model does
+    import torch
 
 __all__ = [
     "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS", "MiniLM", "embed", "model_fingerprint", "text_key", "SavedEmbeddings",
@@ -72,12 +75,12 @@ class MiniLM:
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of each batch
         self.weights = load_file(str(folder / "model.safetensors"))
 
-    def _layer_norm(self, x: Any, name: str) -> Any:
+    def _layer_norm(self, x: torch.Tensor, name: str) -> torch.Tensor:
         w = self.weights
         return self._torch.nn.functional.layer_norm(x, x.shape[-1:], w[f"{name}.weight"], w[f"{name}.bias"],
                                                     eps=self.epsilon)
 
-    def _linear(self, x: Any, name: str) -> Any:
+    def _linear(self, x: torch.Tensor, name: str) -> torch.Tensor:
         return self._torch.nn.functional.linear(x, self.weights[f"{name}.weight"], self.weights[f"{name}.bias"])
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

@@ -12,6 +12,15 @@ from typing import Any
 
 from lib.answers import (all_close_to, check, close_to, exercise, exercise_ids, is_correct, normalized_answer,
                          whole_number)
+from lib.calibration import HistogramBinningCalibrator, IsotonicCalibrator, TemperatureScaling, brier, ece
+from lib.datasets import CORPUS_DIR, OUT_OF_SCOPE, load_corpus, load_label_groups
+from lib.extraction import normalized_name
+from lib.guarantees import precision_lower_bound
+from lib.quotes import verify_quote
+from lib.rules import RULE_NAMES, CommitteeMember, check_committee
+from lib.saved_runs.decisions import load_results
+from lib.selective import auroc
+from lib.semantic_entropy import cascade_confidence, discrete_semantic_entropy, max_entropy
 
 __all__ = ["check", "is_correct", "exercise_ids", "NB03_EX1_QUOTES", "NB04_EX1_COMMITTEE", "NB05_EX1_MISREAD",
            "NB07_EX3_CONFIDENCES", "NB07_EX3_LARGEST_CHANGE"]
@@ -91,8 +100,6 @@ def _labelled_quote(quote_id: str) -> tuple[str, str]:
     """A labelled quote (data/corpus/quotes_labelled.jsonl) and the text of its section."""
     import json
 
-    from lib.datasets import CORPUS_DIR, load_corpus
-
     lines = (CORPUS_DIR / "quotes_labelled.jsonl").read_text(encoding="utf-8").splitlines()
     row = next(json.loads(line) for line in lines if json.loads(line)["id"] == quote_id)
     return row["quote"], {section.id: section.text for section in load_corpus()}[row["section_id"]]
@@ -114,9 +121,6 @@ NB03_EX1_QUOTES = {
           "on each quote to see where your prediction went wrong.",
           expects='the letters of the accepted quotes, as a string such as "ab"')
 def _predicted_verdicts(answer: Any) -> bool:
-    from lib.datasets import load_corpus
-    from lib.quotes import verify_quote
-
     if isinstance(answer, str):
         chosen = set(normalized_answer(answer).replace(",", " ").replace(" ", ""))
     elif isinstance(answer, (list, tuple, set, frozenset)) and all(isinstance(letter, str) for letter in answer):
@@ -132,9 +136,6 @@ def _predicted_verdicts(answer: Any) -> bool:
 @exercise("nb03-ex2", hint="Copy a sentence from the section and change only its formatting: capital letters, "
           "extra spaces, a curly apostrophe or an en dash.", expects="a quote, as a string")
 def _normalized_only_quote(answer: Any) -> bool:
-    from lib.datasets import load_corpus
-    from lib.quotes import verify_quote
-
     if not isinstance(answer, str):
         raise TypeError("expected a string")
     source = {section.id: section.text for section in load_corpus()}["handbook/stipends"]
@@ -145,8 +146,6 @@ def _normalized_only_quote(answer: Any) -> bool:
           "number of source characters between the end of one fragment and the start of the next.",
           expects="a whole number of characters")
 def _smallest_gap_for_v31(answer: Any) -> bool:
-    from lib.quotes import verify_quote
-
     gap = whole_number(answer)
     quote, source = _labelled_quote("v31")
     return gap >= 1 and verify_quote(quote, source, max_gap=gap).ok and not verify_quote(quote, source, max_gap=gap - 1).ok
@@ -169,9 +168,6 @@ def _committee_cases_and_pool() -> tuple[dict[str, Any], list[Any]]:
     """Notebook 04's committee cases by id and the faculty pool, read from data/corpus/."""
     import json
 
-    from lib.datasets import CORPUS_DIR
-    from lib.rules import CommitteeMember
-
     def lines(name: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in (CORPUS_DIR / name).read_text(encoding="utf-8").splitlines()]
 
@@ -183,8 +179,6 @@ def _committee_cases_and_pool() -> tuple[dict[str, Any], list[Any]]:
           "in Computer Science *and* on the faculty, whose department differs from the advisor's, who is tenured.",
           expects="a list of rule names from lib.rules.RULE_NAMES, e.g. ['faculty']; [] for a valid committee")
 def _predicted_violations(answer: Any) -> bool:
-    from lib.rules import RULE_NAMES, CommitteeMember, check_committee
-
     if isinstance(answer, str) or not all(isinstance(name, str) for name in answer):
         raise TypeError("expected a list of rule names")
     predicted = {normalized_answer(name) for name in answer}
@@ -202,9 +196,6 @@ def _predicted_violations(answer: Any) -> bool:
           expects="a list of names of people in the faculty pool, e.g. ['Ada Lovelace']")
 def _fewest_members_that_fix_the_committee(answer: Any) -> bool:
     from itertools import combinations
-
-    from lib.extraction import normalized_name
-    from lib.rules import CommitteeMember, check_committee
 
     if isinstance(answer, str) or not all(isinstance(name, str) for name in answer):
         raise TypeError("expected a list of names")
@@ -229,9 +220,6 @@ def _fewest_members_that_fix_the_committee(answer: Any) -> bool:
           "neither Computer Science nor Mathematics. Add your person to the case's gold members and run "
           "check_committee on the result.", expects="the name of one person in the faculty pool, as a string")
 def _member_that_fixes_the_committee(answer: Any) -> bool:
-    from lib.extraction import normalized_name
-    from lib.rules import CommitteeMember, check_committee
-
     if not isinstance(answer, str):
         raise ValueError("expected a name")
     cases, pool = _committee_cases_and_pool()
@@ -254,8 +242,6 @@ which notebook 05 prints for nb05-ex1."""
 
 def _name_and_field(answer: Any, name: str, field: str) -> bool:
     """Whether `answer` is the pair (member's name, CommitteeMember field) `(name, field)`."""
-    from lib.extraction import normalized_name
-
     if isinstance(answer, str) or len(answer) != 2 or not all(isinstance(part, str) for part in answer):
         raise TypeError("expected a pair (name, field)")
     return normalized_name(answer[0]) == normalized_name(name) and normalized_answer(answer[1]) == field
@@ -301,8 +287,6 @@ def _entailment_calls(answer: Any) -> bool:
 @exercise("nb10-ex3", hint="Entropy of the shares 2/4 and 2/4, divided by log 4, taken from 1, gives the samples' "
           "confidence; then threshold * (calibrated / threshold + that confidence) / 2.", expects="a number between 0 and 1")
 def _cascade_by_hand(answer: Any) -> bool:
-    from lib.semantic_entropy import cascade_confidence, discrete_semantic_entropy, max_entropy
-
     semantic = 1 - discrete_semantic_entropy([0, 0, 1, 1]) / max_entropy(4)
     expected = float(cascade_confidence([0.70], [semantic], 0.8)[0])
     return not isinstance(answer, bool) and close_to(answer, expected, tolerance=0.005)
@@ -314,8 +298,6 @@ def _cascade_by_hand(answer: Any) -> bool:
 @exercise("nb06-ex1", hint="Count every reply the lazy grammar allows (group letters times intent letters), then "
           "take away the replies that are real codes.", expects="a whole number of replies")
 def _lazy_grammar_invalid_codes(answer: Any) -> bool:
-    from lib.datasets import load_label_groups
-
     groups = load_label_groups("banking77").groups
     allowed = len(groups) * max(len(labels) for labels in groups.values())
     return whole_number(answer) == allowed - sum(len(labels) for labels in groups.values())
@@ -339,24 +321,18 @@ def _three_token_intent(answer: Any) -> bool:
 @exercise("nb11-ex1", hint="The two 0.9s share a bin, and so do the two 0.6s; per bin take |accuracy - mean "
           "confidence| and weight it by the bin's share of the four answers.", expects="a number, e.g. 0.25")
 def _ece_by_hand(answer: Any) -> bool:
-    from lib.calibration import ece
-
     return close_to(answer, ece([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.005)
 
 
 @exercise("nb11-ex2", hint="Square (confidence - outcome) for each answer, outcome 1 if right and 0 if wrong, and "
           "average the four squares.", expects="a number between 0 and 1")
 def _brier_by_hand(answer: Any) -> bool:
-    from lib.calibration import brier
-
     return not isinstance(answer, bool) and close_to(answer, brier([0.9, 0.9, 0.6, 0.6], [0, 1, 1, 1]), tolerance=0.002)
 
 
 @exercise("nb11-ex3", hint="Three of the four are right, so every answer gets 0.75; square (0.75 - outcome) for each "
           "and average.", expects="a number between 0 and 1")
 def _constant_brier_by_hand(answer: Any) -> bool:
-    from lib.calibration import brier
-
     return not isinstance(answer, bool) and close_to(answer, brier([0.75] * 4, [0, 1, 1, 1]), tolerance=0.002)
 
 
@@ -423,8 +399,6 @@ def _aurc_by_hand(answer: Any) -> bool:
 @exercise("nb15-ex1", hint="The bound is the delta quantile of Beta(right, accepted - right + 1) (scipy.stats.beta.ppf), "
           "or what lower_bound_by_hand gives.", expects="a number between 0 and 1")
 def _lower_bound_48_of_50(answer: Any) -> bool:
-    from lib.guarantees import precision_lower_bound
-
     return close_to(answer, precision_lower_bound(48, 50, 0.05), tolerance=0.001)
 
 
@@ -466,9 +440,6 @@ def _clinc_out_of_scope_handed_over() -> float:
     """Share of CLINC150's out-of-scope test messages that embed-logreg hands over (confidence < 0.5).
 
     Read from the saved run once per process: a checker may be called many times."""
-    from lib.datasets import OUT_OF_SCOPE
-    from lib.runs import load_results
-
     frame = load_results("clinc150", "test", "embed-logreg")
     out_of_scope = (frame["label"] == OUT_OF_SCOPE).to_numpy()
     return float((frame["confidence"] < 0.5).to_numpy()[out_of_scope].mean())
@@ -479,8 +450,6 @@ def _confident_group_among_second_step_errors() -> float:
     """Among BANKING77 test decisions with the right group and the wrong intent, the share with P(group) >= 0.5.
 
     Read from the saved run once per process: a checker may be called many times."""
-    from lib.runs import load_results
-
     frame = load_results("banking77", "test", "full")
     second_step_error = (frame["in_candidates"] & ~frame["correct"]).to_numpy(bool)
     return float((frame["p_group"] >= 0.5).to_numpy(bool)[second_step_error].mean())
@@ -500,8 +469,6 @@ def _temperature_two(answer: Any) -> bool:
           "mean_nll and minimize_scalar from the fit by hand above.", expects="a temperature, e.g. 1.25")
 def _temperature_fit_by_hand(answer: Any) -> bool:
     import numpy as np
-
-    from lib.calibration import TemperatureScaling
 
     logprobs = np.log([[0.9, 0.1], [0.9, 0.1], [0.2, 0.8]])
     fitted = TemperatureScaling().fit(logprobs, np.zeros(3, dtype=int)).temperature_
@@ -527,8 +494,6 @@ def _temperature_where_ranking_flips(answer: Any) -> bool:
 @exercise("nb13-ex1", hint="Walk left to right keeping blocks with their means; when a block's mean falls below the "
           "one before it, merge the two and check again backwards.", expects="a list of six numbers")
 def _pav_by_hand(answer: Any) -> bool:
-    from lib.calibration import IsotonicCalibrator
-
     confidence, outcome = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0, 1, 1, 0, 0, 1]
     staircase = IsotonicCalibrator().fit(confidence, outcome).predict(confidence)
     return all_close_to(answer, staircase, tolerance=0.005)
@@ -539,9 +504,6 @@ def _pav_by_hand(answer: Any) -> bool:
 def _isotonic_auroc_on_its_own_data(answer: Any) -> bool:
     import numpy as np
 
-    from lib.calibration import IsotonicCalibrator
-    from lib.selective import auroc
-
     confidence, right = np.array([0.2, 0.4, 0.6, 0.8]), np.array([False, True, False, True])
     staircase = IsotonicCalibrator().fit(confidence, right).predict(confidence)
     return not isinstance(answer, bool) and close_to(answer, auroc(staircase, right), tolerance=0.001)
@@ -551,8 +513,6 @@ def _isotonic_auroc_on_its_own_data(answer: Any) -> bool:
           "calibration answers in its bin.", expects="a pair of numbers: (value for 0.55, value for 0.92)")
 def _histogram_binning_by_hand(answer: Any) -> bool:
     import numpy as np
-
-    from lib.calibration import HistogramBinningCalibrator
 
     fitted = HistogramBinningCalibrator(n_bins=3).fit(np.array([0.1, 0.2, 0.5, 0.6, 0.9, 0.95]),
                                                       np.array([0, 1, 1, 1, 0, 1]))

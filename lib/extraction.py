@@ -9,21 +9,20 @@ the member (`evidence_for`, cut out by code, so the quote is true by constructio
 question, or only when the plain answer's probability (`answer_probability`) is low.
 `compare_extraction` scores an extraction against gold facts field by field, after matching
 names with `normalized_name`; `plain_committee_verdict` is the baseline in which the model
-judges the committee itself. `run_committee_cases` and `load_committee_run` make and read the
-saved runs over the committee cases, dev and test (setup/run_committees.py).
+judges the committee itself. The saved runs over the committee cases, dev and test, are
+`lib.saved_runs.committees`'s.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
-from lib.llm import LLM, Completion
-from lib.results_store import RESULTS_DIR, ResultsStore
+from lib.backends.protocol import Completion, LLM
+from lib.grammar import gbnf_for_options, gbnf_for_options_or_name
 from lib.rules import CommitteeMember, department_key, validated_home_key, validated_members
 from lib.structured import StructuredResult, ask_structured
 
@@ -34,8 +33,7 @@ __all__ = [
     "EVIDENCE_POLICIES", "UNSURE_BELOW", "message_sentences", "evidence_for", "CommitteeNames", "member_questions",
     "department_grammar", "department_answer", "answer_probability", "extract_committee_by_questions",
     "MEMBER_FIELDS", "normalized_name", "ExtractionComparison", "compare_extraction", "PLAIN_JUDGE_PROMPT",
-    "plain_committee_verdict", "COMMITTEE_METHODS", "committee_run_path", "committee_prompt_fingerprint",
-    "extract_case", "run_committee_cases", "CommitteeRun", "load_committee_run",
+    "plain_committee_verdict",
 ]
 
 class CommitteeExtraction(BaseModel):
@@ -199,8 +197,6 @@ def member_questions(name: str, evidence: str | None = None) -> dict[str, tuple[
 def department_grammar() -> str:
     """The grammar of a reply to the department question: `NO_DEPARTMENT`, or a department's name of
     one to four words starting with a capital ("Chemistry", "Electrical Engineering")."""
-    from lib.grammar import gbnf_for_options_or_name
-
     return gbnf_for_options_or_name([NO_DEPARTMENT])
 
 
@@ -252,8 +248,6 @@ def extract_committee_by_questions(llm: LLM, description: str, *,
         An `ExtractionResult` like `extract_committee`'s, holding every completion in order;
         `members` is None when the names could not be read.
     """
-    from lib.grammar import gbnf_for_options
-
     if not isinstance(description, str) or not description.strip():
         raise ValueError("description must be a non-empty string")
     if quote_evidence not in EVIDENCE_POLICIES:
@@ -367,8 +361,6 @@ def plain_committee_verdict(llm: LLM, rules_text: str, description: str) -> tupl
     The reply is constrained to "yes" or "no" by a grammar, so it is always readable; the
     model decides alone. Returns (True for "yes", the completion).
     """
-    from lib.grammar import gbnf_for_options
-
     if not isinstance(rules_text, str) or not rules_text.strip():
         raise ValueError("rules_text must be the non-empty text of the committee rules")
     if not isinstance(description, str) or not description.strip():
@@ -380,112 +372,3 @@ def plain_committee_verdict(llm: LLM, rules_text: str, description: str) -> tupl
     ]
     completion = llm.chat(messages, max_tokens=2, grammar=gbnf_for_options(["yes", "no"]))
     return completion.text.strip() == "yes", completion
-
-
-# --------------------------------------------------------------------------- the saved runs over the cases
-
-
-COMMITTEE_METHODS: tuple[str, ...] = ("one-call", "by-questions", "questions-with-evidence",
-                                      "evidence-when-unsure")
-"""The extractors a saved run can use: `extract_committee` (all fields in one JSON reply),
-`extract_committee_by_questions` (the names, then three closed questions per member), and the
-same with the sentences that name the member quoted before every question (`quote_evidence="always"`)
-or only before a question whose plain answer was unsure (`quote_evidence="when unsure"`)."""
-
-def committee_run_path(method: str, results_dir: Path = RESULTS_DIR) -> Path:
-    """Where the saved extractions of the committee cases by `method` live."""
-    if method not in COMMITTEE_METHODS:
-        raise ValueError(f"method must be one of {COMMITTEE_METHODS}, got {method!r}")
-    return Path(results_dir) / f"committees-{method}.jsonl"
-
-
-def committee_prompt_fingerprint(method: str) -> str:
-    """A hash of everything that shapes `method`'s requests: prompts, questions, grammars, schemas."""
-    from lib.grammar import schema_for_model
-    from lib.hashing import fingerprint
-
-    if method == "one-call":
-        return fingerprint({"system": EXTRACTION_SYSTEM_PROMPT, "schema": schema_for_model(CommitteeExtraction)})
-    if method == "by-questions":
-        return fingerprint({"system": QUESTIONS_SYSTEM_PROMPT, "names": NAMES_REQUEST,
-                            "questions": member_questions("{name}"), "department grammar": department_grammar(),
-                            "schema": schema_for_model(CommitteeNames)})
-    if method == "questions-with-evidence":
-        return fingerprint({"system": QUESTIONS_SYSTEM_PROMPT, "names": NAMES_REQUEST, "evidence": EVIDENCE_INTRO,
-                            "questions": member_questions("{name}", evidence="{evidence}"),
-                            "department grammar": department_grammar(), "schema": schema_for_model(CommitteeNames)})
-    if method == "evidence-when-unsure":
-        return fingerprint({"system": QUESTIONS_SYSTEM_PROMPT, "names": NAMES_REQUEST, "evidence": EVIDENCE_INTRO,
-                            "questions": member_questions("{name}"), "unsure_below": UNSURE_BELOW,
-                            "quoted questions": member_questions("{name}", evidence="{evidence}"),
-                            "department grammar": department_grammar(), "schema": schema_for_model(CommitteeNames)})
-    raise ValueError(f"method must be one of {COMMITTEE_METHODS}, got {method!r}")
-
-
-def extract_case(llm: LLM, case: Mapping[str, Any], method: str) -> ExtractionResult:
-    """Extract one committee case (a line of committee_cases.jsonl) with `method`."""
-    if method == "one-call":
-        return extract_committee(llm, case["description"], case["home_department"])
-    if method == "by-questions":
-        return extract_committee_by_questions(llm, case["description"])
-    if method == "questions-with-evidence":
-        return extract_committee_by_questions(llm, case["description"], quote_evidence="always")
-    if method == "evidence-when-unsure":
-        return extract_committee_by_questions(llm, case["description"], quote_evidence="when unsure")
-    raise ValueError(f"method must be one of {COMMITTEE_METHODS}, got {method!r}")
-
-
-_COMMITTEE_ROW_FIELDS: tuple[str, ...] = ("case", "ok", "errors", "members", "calls", "seconds", "generated_tokens")
-"""The fields of one case's line in a saved committee run."""
-
-
-def _committee_store(method: str, path: Path | None = None, results_dir: Path = RESULTS_DIR) -> ResultsStore:
-    """The store of `method`'s saved run (at `path`, by default `committee_run_path`): rows by case id."""
-    return ResultsStore(path or committee_run_path(method, results_dir),
-                        f"python setup/run_committees.py --method {method}", {"row": _COMMITTEE_ROW_FIELDS},
-                        key="case", key_type=str, names={"method": method})
-
-
-def run_committee_cases(llm: LLM, method: str, cases: Sequence[Mapping[str, Any]], *, header: Mapping[str, Any],
-                        path: Path | None = None, progress: bool = True) -> Path:
-    """Extract every case with `method` and append one JSON line per case to the saved run.
-
-    Resumable: cases already in the file are skipped, so an interrupted run continues where
-    it stopped. `header` (model, fingerprint, command, ...) starts a new file. The file is
-    written by its `lib.results_store.ResultsStore`: resuming a file whose model or fingerprint
-    differs raises instead of mixing two runs, a file with rows but no header is refused, and a
-    last line cut short by a kill is removed (with a warning).
-    """
-    from tqdm.auto import tqdm
-
-    store = _committee_store(method, path)
-    with store.writing(header, checked=("model", "fingerprint")) as (content, append):
-        todo = [case for case in cases if case["id"] not in content.rows]
-        for case in tqdm(todo, desc=f"committees {method}", disable=not progress):
-            result = extract_case(llm, case, method)
-            append({"kind": "row", "case": case["id"], "ok": result.ok, "errors": list(result.errors),
-                    "members": None if result.members is None else [m.model_dump() for m in result.members],
-                    "calls": len(result.completions),
-                    "seconds": round(sum(c.seconds for c in result.completions), 2),
-                    "generated_tokens": sum(c.completion_tokens for c in result.completions)})
-    return store.path
-
-
-@dataclass(frozen=True)
-class CommitteeRun:
-    """A saved run read back: its header, and per case id the extracted members (None: failed)."""
-
-    header: dict[str, Any]
-    members: dict[str, list[CommitteeMember] | None]
-    rows: dict[str, dict[str, Any]]
-
-
-def load_committee_run(method: str, results_dir: Path = RESULTS_DIR) -> CommitteeRun:
-    """Read the saved extractions of `method` (made by `python setup/run_committees.py`)."""
-    store = _committee_store(method, results_dir=results_dir)
-    content = store.read()
-    if content.header is None or not content.rows:
-        raise FileNotFoundError(f"{store.path} does not exist or holds no rows; make it with `{store.command}`")
-    members = {case: None if row["members"] is None else [CommitteeMember(**m) for m in row["members"]]
-               for case, row in content.rows.items()}
-    return CommitteeRun(content.header, members, content.rows)

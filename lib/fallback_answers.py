@@ -45,7 +45,7 @@ import re
 from dataclasses import dataclass
 
 from lib.citations import GENERAL_ANSWER_BANNER
-from lib.llm import LLM, Completion, Message
+from lib.backends.protocol import Completion, LLM, Message
 
 __all__ = [
     "FALLBACK_SYSTEM_PROMPT", "FALLBACK_MAX_TOKENS", "FALLBACK_LABELS", "FallbackAnswer", "fallback_messages",

@@ -15,7 +15,7 @@ What is here:
 - `schema_for_model`: JSON schemas for llama.cpp's JSON-schema-to-grammar
   converter (`response_format={"type": "json_object", "schema": ...}`).
 - `check_grammar`, `GrammarConstraint`: llama.cpp's own parser and sampler for a GBNF
-  grammar (the embedded backend's constrained generation, `lib.llm`).
+  grammar (the embedded backend's constrained generation, `lib.backends.embedded`).
 
 The label groups the codes are built from (`LabelGroups`, `load_label_groups`) live with
 the datasets, in `lib.datasets`.
@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import re
 import string
+from types import ModuleType
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -200,7 +201,7 @@ def gbnf_for_options_or_name(options: Sequence[str], max_words: int = 4) -> str:
             + "word ::= [A-Za-z] [A-Za-z'-]*")
 
 
-def _without_annotations(schema: Any) -> Any:
+def _without_annotations(schema: object) -> object:
     """A copy of a JSON schema with the annotation keywords removed at every level."""
     if isinstance(schema, list):
         return [_without_annotations(item) for item in schema]
@@ -353,11 +354,11 @@ def check_grammar(grammar: str) -> None:
 class GrammarConstraint:
     """A llama.cpp GBNF grammar sampler applied to raw logits (-inf where the grammar forbids).
 
-    The embedded backend's constrained generation (`lib.llm.EmbeddedLLM.chat`): `llama_cpp`
+    The embedded backend's constrained generation (`lib.backends.embedded.EmbeddedLLM.chat`): `llama_cpp`
     is the imported module and `vocab` the model's vocabulary, so this module needs neither.
     """
 
-    def __init__(self, llama_cpp: Any, vocab: Any, grammar: str) -> None:
+    def __init__(self, llama_cpp: ModuleType, vocab: object, grammar: str) -> None:
         self._llama_cpp = llama_cpp
         _check_grammar_structure(grammar)
         self._sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lib.llm import LLM, Completion, Message
+from lib.backends.protocol import Completion, LLM, Message
 from lib.quotes import GroundedAnswer, QuoteVerdict, verify_answer
 from lib.structured import StructuredResult, ask_structured
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 __all__ = ["fingerprint"]
 
 
-def fingerprint(value: Any) -> str:
+def fingerprint(value: object) -> str:
     """A 16-hex-digit hash of any JSON-serialisable value (prompts, requests, lists of texts).
 
     Keys are sorted and the JSON is compact, so two equal dicts hash alike whatever their

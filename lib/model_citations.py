@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from lib.citations import Citation, cite, source_lines
 from lib.grounding import grounding_messages
-from lib.llm import LLM, Message
+from lib.backends.protocol import LLM, Message
 from lib.quotes import GroundedAnswer, Quote, verify_answer
 from lib.structured import StructuredResult, ask_structured
 
@@ -151,7 +151,7 @@ def model_citation_messages(question: str, sections: Mapping[str, str]) -> list[
     `lib.grounding.grounding_messages` with these instructions and the sections numbered by their
     order (as `number_sections` numbers them); their ids are not shown, so a marker can only be a
     number. Content goes through the chat path, which keeps question and section text from
-    becoming control tokens (`lib.llm.neutralise_template_tokens`).
+    becoming control tokens (`lib.backends.protocol.neutralise_template_tokens`).
     """
     return grounding_messages(question, sections, system=MODEL_CITATION_SYSTEM_PROMPT, numbered=True)
 

@@ -349,7 +349,7 @@ def configured_model() -> ModelFile:
     changed in place with the mtime restored would otherwise pass, so a recording, a saved run
     or a drift check would store a damaged model's answers under the genuine model's name. A
     file given by WORKBOOK_MODEL_PATH has no expected sha256; its identity is the sha256 it
-    has, and the load-time sanity probe (lib.llm) checks its answers.
+    has, and the load-time sanity probe (lib.backends.embedded) checks its answers.
     """
     model, path = selected_model(), model_path_setting()
     if model is None:  # WORKBOOK_MODEL_PATH chose the file (`selected_model`)

@@ -3,7 +3,7 @@
 A decider picks one of the known intents for every message, so on its own it can never say
 that a message belongs to none of them. An *in-scope score* (higher = more likely to be one
 of the known intents) turns it into a decision with a way out: below a threshold the answer
-is `Action.OUT_OF_SCOPE` (the workbook's one word for it, `lib.routing.Action`), above it the
+is `Action.OUT_OF_SCOPE` (the workbook's one word for it, `lib.actions.Action`), above it the
 decider's intent stands. `lib.datasets.OUT_OF_SCOPE` ("oos") is only CLINC150's label for such
 messages in the data, which a decider offered "none of these" may also answer.
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from lib.checks import check_scores, check_unit_interval
 from lib.datasets import OUT_OF_SCOPE
-from lib.routing import Action
+from lib.actions import Action
 
 __all__ = [
     "keep_threshold", "decide_scope", "scope_report",

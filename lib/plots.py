@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from lib.calibration import ece, reliability_bins
 from lib.checks import check_confidence_correct, check_positive_int
-from lib.routing import Action
+from lib.actions import Action
 from lib.selective import tie_aware_accuracy_coverage
 
 __all__ = [
@@ -103,7 +103,7 @@ def reliability_diagram(
         legend: draw the legend inside the top axes (upper left). Figures with many
             panels pass False and draw one legend for all (see `reliability_grid`).
         confidence_label: the x-axis label; a score that is not a probability (knn's
-            margin, `lib.runs.CONFIDENCE_KINDS`) should say so here.
+            margin, `lib.saved_runs.decisions.CONFIDENCE_KINDS`) should say so here.
     """
     bins = reliability_bins(confidence, correct, n_bins=n_bins, strategy=strategy)
     error = ece(confidence, correct, n_bins=n_bins, strategy=strategy)

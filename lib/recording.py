@@ -40,19 +40,18 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from lib.backends.common import LocalMethods, library_versions
+from lib.backends.factory import BackendConfig, create_backend
+from lib.backends.protocol import LLM, Completion, JsonSchema, Message, NextTokenLogprobs, TokenLogprob, validate_messages
 from lib.hashing import fingerprint
-from lib.llm import (BackendConfig, Completion, EmbeddedLLM, LocalMethods, Message, NextTokenLogprobs, TokenLogprob,
-                     library_versions, validate_messages)
-from lib.openai_compatible import OpenAICompatibleLLM
-from lib.results_store import LOCK_SUFFIX, SECOND_MODELS, exclusive_lock
+from lib.saved_runs.store import LOCK_SUFFIX, SECOND_MODELS, exclusive_lock
 from lib.settings import MODES, mode_setting, run_id_setting
 
 __all__ = [
     "RECORDINGS_DIR", "recordings_dir_for", "WRITING_MODES", "PENDING_SUFFIX",
     "RecordingMissingError", "RecordingBusyError", "request_key", "encode_answer",
     "decode_answer", "read_recording", "RecordingStore", "CombinedRecordings", "RecordedLLM", "pending_path",
-    "pending_recordings", "finish_pending", "discard_pending", "discard_abandoned", "recording_lock",
-    "create_backend", "get_llm",
+    "pending_recordings", "finish_pending", "discard_pending", "discard_abandoned", "recording_lock", "get_llm",
 ]
 
 RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "data" / "recordings"
@@ -61,7 +60,7 @@ RECORDINGS_DIR = Path(__file__).resolve().parent.parent / "data" / "recordings"
 def recordings_dir_for(model_key: str | None) -> Path:
     """Where a model's recordings live: `RECORDINGS_DIR` for the default model (`model_key` None, see
     `lib.model_file.model_key`), `RECORDINGS_DIR/models/<key>` for any other, as saved runs are filed
-    (`lib.results_store.results_dir_for`)."""
+    (`lib.saved_runs.store.results_dir_for`)."""
     return RECORDINGS_DIR if model_key is None else RECORDINGS_DIR / SECOND_MODELS / model_key
 WRITING_MODES = ("record", "update")
 PENDING_SUFFIX = ".new"
@@ -263,7 +262,7 @@ class RecordingStore:
 class CombinedRecordings:
     """Several recordings read as one, for replay only: the first that holds a request answers it.
 
-    A saved run over items (`lib.question_runs`) replays the answers that several notebooks
+    A saved run over items (`lib.saved_runs.questions`) replays the answers that several notebooks
     recorded; `RecordedLLM` reads this exactly as it reads one `RecordingStore`, and refuses
     it in any mode that writes.
     """
@@ -300,7 +299,7 @@ class RecordedLLM(LocalMethods):
     Embeddings are computed locally in every mode (see lib.embeddings).
     """
 
-    def __init__(self, config: BackendConfig, backend_factory: Callable[[], Any],
+    def __init__(self, config: BackendConfig, backend_factory: Callable[[], LLM],
                  recording: RecordingStore | CombinedRecordings | str | None, mode: str) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: use one of {MODES}")
@@ -320,7 +319,7 @@ class RecordedLLM(LocalMethods):
         """Which backend answers, "embedded" or "openai", known without loading it."""
         return self.config.backend
 
-    def live_backend(self) -> Any | None:
+    def live_backend(self) -> LLM | None:
         """The backend itself when calls may bypass this layer (live mode), else None.
 
         In the other modes every call must pass through `chat`, `next_token_logprobs` ... to
@@ -329,7 +328,7 @@ class RecordedLLM(LocalMethods):
         """
         return self._backend() if self.mode == "live" else None
 
-    def _backend(self) -> Any:
+    def _backend(self) -> LLM:
         """The backend (created on first use; never in replay mode)."""
         if self.mode == "replay":
             raise RuntimeError("replay mode does not load a model; set WORKBOOK_MODE=live to use it")
@@ -339,7 +338,7 @@ class RecordedLLM(LocalMethods):
 
     def chat(self, messages: Sequence[Message], *, max_tokens: int, temperature: float = 0.0,
              seed: int | None = None, grammar: str | None = None,
-             json_schema: dict[str, Any] | None = None, top_logprobs: int = 0) -> Completion:
+             json_schema: JsonSchema | None = None, top_logprobs: int = 0) -> Completion:
         request = dict(messages=validate_messages(messages), max_tokens=max_tokens, temperature=temperature,
                        seed=seed, grammar=grammar, json_schema=json_schema, top_logprobs=top_logprobs)
         return self._call("chat", request)
@@ -360,7 +359,7 @@ class RecordedLLM(LocalMethods):
             raise TypeError(f"text must be a string, got {type(text).__name__}")
         return self._call("count_tokens", {"text": text})
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> dict[str, object]:
         return self._call("info", {})
 
     # -- the layer itself
@@ -553,15 +552,7 @@ def recording_lock(name: str, folder: Path = RECORDINGS_DIR) -> Iterator[None]:
         yield
 
 
-def create_backend(config: BackendConfig) -> EmbeddedLLM | OpenAICompatibleLLM:
-    """The backend `config` names: the embedded model (loaded now) or a client of the server."""
-    if config.backend == "openai":
-        return OpenAICompatibleLLM(config.base_url, config.model, api_key=config.api_key,
-                                   max_top_logprobs=config.max_top_logprobs)
-    return EmbeddedLLM()
-
-
-_BACKENDS: dict[BackendConfig, Any] = {}
+_BACKENDS: dict[BackendConfig, LLM] = {}
 _RECORDED: dict[tuple[BackendConfig, str | None, str], RecordedLLM] = {}
 
 
@@ -578,7 +569,7 @@ def get_llm(recording: str | None = None, mode: str | None = None) -> RecordedLL
     mode = mode_setting() if mode is None else mode
     cache_key = (config, recording, mode)
     if cache_key not in _RECORDED:
-        def backend() -> Any:
+        def backend() -> LLM:
             if config not in _BACKENDS:
                 _BACKENDS[config] = create_backend(config)
             return _BACKENDS[config]

@@ -7,11 +7,11 @@ Notebook 02 builds them on the indexes of `lib.indexes`:
 2. **Gate features**: a *boundary* score (best cosine to in-scope example questions,
    `boundary_scores`) and *retrieval confidence* (top score and its margin to the
    runner-up, `retrieval_features`).
-3. **Thresholds** are fitted on dev data (`Gate`, with the workbook's one fitter
-   `lib.selective.fit_threshold`, and `RetrievalGate`), never chosen by eye; `roc_points`
-   and `precision_recall_intervals` show what they cost.
+3. **Thresholds** are fitted on dev data (`lib.selective.Gate` on the boundary score, with the
+   workbook's one fitter `lib.selective.fit_threshold`, and `RetrievalGate` on the pair), never
+   chosen by eye; `roc_points` and `precision_recall_intervals` show what they cost.
 4. **Routing**: `route_many` sends each question down one of three paths, named with the
-   course's one action vocabulary `lib.routing.Action`: ACT (answer from the retrieved
+   course's one action vocabulary `lib.actions.Action`: ACT (answer from the retrieved
    sections, citing them; the original design's GROUNDED), ASK (in scope, but retrieval is
    not convincing; LOW_CONFIDENCE) or OUT_OF_SCOPE (the boundary fails; FALLBACK), with the
    numbers that decided it.
@@ -30,18 +30,17 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from lib.checks import check_scores, check_unit_interval, require_fitted
+from lib.checks import require_fitted
 from lib.datasets import QUESTION_TYPES
 from lib.intervals import binomial_interval
 from lib.indexes import DenseIndex, Embed, Hit, SearchIndex, distinct_units, unit_rows
-from lib.routing import Action
-from lib.selective import TARGET_TOLERANCE, fit_threshold, target_reached, threshold_curve
+from lib.actions import Action
+from lib.selective import TARGET_TOLERANCE, Gate, ThresholdEstimator, threshold_curve
 
 __all__ = [
     "Scope",
     "boundary_scores",
     "retrieval_features",
-    "Gate",
     "RetrievalGate",
     "roc_points",
     "precision_recall_intervals",
@@ -166,49 +165,7 @@ def _as_bool(positive, n: int, who: str, name: str = "positive") -> np.ndarray:
 
 
 @dataclass
-class Gate:
-    """One threshold on one score: a row passes when score >= `threshold_`.
-
-    Used for the boundary check (score = `boundary_scores`). Fit on dev, predict on test:
-
-        gate = Gate(target_precision=0.95).fit(dev_scores, dev_in_scope)
-        passes = gate.predict(test_scores)
-
-    The threshold API of `lib.selective`: `threshold` fixes the threshold instead of
-    searching for it (`fit` then only measures it). Attributes after `fit`: `threshold_`,
-    `reached_` (whether the accepted dev rows reach `target_precision`; when no threshold
-    does, `threshold_` is `inf` and the gate accepts nothing) and `fitted_on_`.
-    """
-
-    target_precision: float = 0.95
-    threshold: float | None = None
-
-    def fit(self, scores, correct) -> "Gate":
-        """Set `threshold_` with `lib.selective.fit_threshold` (a gate's precision is the accuracy of what it accepts).
-
-        Args:
-            scores: shape (n,), higher = more confident; NaN never passes.
-            correct: shape (n,), booleans: is letting this row pass right?
-        """
-        values = check_scores(scores, "scores", allow_nan=True)
-        if self.threshold is None:
-            self.threshold_ = fit_threshold(values, correct, self.target_precision, warn=False)
-        else:
-            self.threshold_ = float(self.threshold)
-        with np.errstate(invalid="ignore"):
-            self.reached_ = target_reached(values >= self.threshold_, correct, self.target_precision)
-        self.fitted_on_ = values.size
-        return self
-
-    def predict(self, scores) -> np.ndarray:
-        """Bool array: True where score >= `threshold_` (NaN never passes)."""
-        require_fitted(self, "threshold_", "predict")
-        with np.errstate(invalid="ignore"):
-            return np.asarray(scores, dtype=np.float64) >= self.threshold_
-
-
-@dataclass
-class RetrievalGate:
+class RetrievalGate(ThresholdEstimator):
     """Retrieval confidence: pass when top_score >= `score_threshold_` AND margin >= `margin_threshold_`.
 
     The fitting rule (`fit`): try every pair (score threshold, margin threshold) with
@@ -223,8 +180,9 @@ class RetrievalGate:
     the lowest qualifying threshold, which has the highest recall but, among thresholds of equal
     recall, not the highest precision, the second key here; the pair search ranks all pairs at once.
 
-    The threshold API of `lib.selective`: `score_threshold` and `margin_threshold` (both or
-    neither) fix the pair instead of searching for it. Attributes after `fit`:
+    The threshold API of `lib.selective.ThresholdEstimator`: `score_threshold` and `margin_threshold`
+    (both or neither) fix the pair instead of searching for it (the pair search is its own rule, so it
+    takes no `fitter`). Attributes after `fit`:
     `score_threshold_`, `margin_threshold_`, `reached_` (whether the pair reaches the target on
     dev; when no pair does, the score threshold is `inf` and the gate accepts nothing), the dev
     scores of the pair in use, `dev_precision_` (NaN when it accepts nothing) and
@@ -247,7 +205,7 @@ class RetrievalGate:
         top = features["top_score"].to_numpy(dtype=np.float64)
         margin = features["margin"].to_numpy(dtype=np.float64)
         pos = _as_bool(correct, len(top), "RetrievalGate.fit", "correct")
-        check_unit_interval(self.target_precision, "target_precision")
+        self.check_parameters()
         if (self.score_threshold is None) != (self.margin_threshold is None):
             raise ValueError("RetrievalGate: give both score_threshold and margin_threshold, or neither to fit them")
         if self.score_threshold is not None:
@@ -255,10 +213,9 @@ class RetrievalGate:
         else:
             self.score_threshold_, self.margin_threshold_ = self._search(top, margin, pos)
         accepted = self.predict(features)
-        self.reached_ = target_reached(accepted, pos, self.target_precision)
         self.dev_precision_ = float(pos[accepted].mean()) if accepted.any() else math.nan
         self.dev_recall_ = float((accepted & pos).sum() / max(int(pos.sum()), 1))
-        self.fitted_on_ = len(top)
+        self.measure(accepted, pos)
         return self
 
     def _search(self, top: np.ndarray, margin: np.ndarray, pos: np.ndarray) -> tuple[float, float]:

@@ -1,4 +1,4 @@
-"""Routing: turn confidence into a decision to ACT, ASK the user, or HAND_OVER to a person.
+"""Routing: turn confidence into a decision to ACT, ASK the user, or HAND_OVER to a person (`lib.actions.Action`).
 
 Two families of routers, both fitted on calibration data and applied to new data:
 
@@ -17,19 +17,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
+from lib.actions import Action
 from lib.checks import (check_binary, check_confidence, check_confidence_correct, check_positive_int, check_unit_interval,
                         require_fitted)
 from lib.intervals import binomial_interval
-from lib.selective import accuracy_coverage, fit_threshold, target_reached
+from lib.selective import ThresholdEstimator, ThresholdFitter, accuracy_coverage, fit_threshold
 
 __all__ = [
-    "Action",
     "route_by_thresholds",
     "ThresholdRouter",
     "outcomes",
@@ -45,26 +44,6 @@ __all__ = [
     "set_router",
     "ConformalScore",
 ]
-
-
-class Action(str, Enum):
-    """What the system does with one request: the one vocabulary of every decision in the course.
-
-    Compares equal to its string value ("act", ...). ACT carries out the request (an intent's
-    action, or an answer from the corpus); ASK puts a clarifying question to the user;
-    OUT_OF_SCOPE says the request is outside what the system covers; HAND_OVER passes it to a
-    person. The routers here use ACT, ASK and HAND_OVER; the retrieval gates of Part I and the
-    assistant also use OUT_OF_SCOPE.
-    """
-
-    ACT = "act"
-    ASK = "ask"
-    OUT_OF_SCOPE = "out_of_scope"
-    HAND_OVER = "hand_over"
-
-    def __str__(self) -> str:
-        """Print as the plain value ("act"), also in pandas tables and f-strings."""
-        return self.value
 
 
 def _decision_array(levels: np.ndarray) -> np.ndarray:
@@ -95,7 +74,7 @@ def route_by_thresholds(
     return _decision_array((conf >= hand_over_threshold).astype(int) + (conf >= act_threshold))
 
 
-class ThresholdRouter:
+class ThresholdRouter(ThresholdEstimator):
     """Pick ACT and HAND_OVER thresholds on calibration data from precision targets.
 
     Rules (on the calibration rows passed to `fit`, both fitted with
@@ -107,12 +86,14 @@ class ThresholdRouter:
       `target_precision` of the time (the accuracy of the acted items). `min_act_count` stops
       a handful of lucky top items from setting the threshold. If no threshold qualifies, the
       router acts on nothing: `act_threshold_ = inf` and `reached_ = False` (no exception).
-      `act_threshold` fixes it instead (the threshold API of `lib.selective`).
+      `act_threshold` fixes it instead, and `fitter` chooses how it is fitted (the threshold API of
+      `lib.selective.ThresholdEstimator`; e.g. `lib.guarantees.fit_guaranteed_threshold`).
     * HAND_OVER threshold: the lowest threshold `h <= act_threshold_` such that the ASK
       band `h <= confidence < act_threshold_` still has accuracy `>= min_ask_accuracy`,
       i.e. the top guess we would offer the user is right often enough to be worth asking
       about. Below `h` we hand over. If even the single most confident group below the
-      ACT threshold misses the floor, there is no ASK band (`h = act_threshold_`).
+      ACT threshold misses the floor, there is no ASK band (`h = act_threshold_`). The floor is
+      always `fit_threshold`'s: it decides what is worth asking about, not what is promised.
 
     Both rules use cumulative accuracy (over the whole acted set or whole band), so a band
     can contain a low-accuracy stretch balanced by a high-accuracy one above it.
@@ -126,27 +107,24 @@ class ThresholdRouter:
     """
 
     def __init__(self, target_precision: float = 0.97, min_ask_accuracy: float = 0.5, min_act_count: int = 20,
-                 act_threshold: float | None = None) -> None:
+                 act_threshold: float | None = None, fitter: ThresholdFitter | None = None) -> None:
         self.target_precision = target_precision
         self.min_ask_accuracy = min_ask_accuracy
         self.min_act_count = min_act_count
         self.act_threshold = act_threshold
+        self.fitter = fitter
 
     def fit(
         self, confidence: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray
     ) -> "ThresholdRouter":
-        """Choose the thresholds from calibration rows only (`lib.selective.fit_threshold`); return self."""
-        check_unit_interval(self.target_precision, "target_precision")
+        """Choose the thresholds from calibration rows only (`fitter`, by default `lib.selective.fit_threshold`); return self."""
+        self.check_parameters()
         check_unit_interval(self.min_ask_accuracy, "min_ask_accuracy")
         check_positive_int(self.min_act_count, "min_act_count")
         conf, corr = check_confidence_correct(confidence, correct)
-        if self.act_threshold is None:
-            self.act_threshold_ = fit_threshold(conf, corr, self.target_precision,
-                                                min_count=self.min_act_count, warn=False)
-        else:
-            self.act_threshold_ = float(self.act_threshold)
+        self.act_threshold_ = self.threshold_for(conf, corr, self.act_threshold, min_count=self.min_act_count)
         acted = conf >= self.act_threshold_
-        self.reached_ = target_reached(acted, corr, self.target_precision, min_count=self.min_act_count)
+        self.measure(acted, corr, min_count=self.min_act_count)
 
         below = ~acted
         self.hand_over_threshold_ = self.act_threshold_
@@ -160,7 +138,6 @@ class ThresholdRouter:
         self.act_accuracy_ = float(corr[acted].mean()) if acted.any() else math.nan
         self.ask_coverage_ = float(asked.mean())
         self.ask_accuracy_ = float(corr[asked].mean()) if asked.any() else math.nan
-        self.fitted_on_ = conf.size
         return self
 
     def predict(self, confidence: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -10,10 +10,11 @@ This module also holds the workbook's one threshold fitter: `threshold_curve` li
 "accept the items scoring at least t" with its coverage and precision (the accuracy of the
 accepted items), and `fit_threshold` picks the lowest t (so as many items as possible) whose
 accepted items reach a target precision; `target_reached` says whether a given set of accepted
-items does. The threshold estimators are built on them and share one API, scikit-learn's:
+items does. The threshold estimators are built on them and share one base, `ThresholdEstimator`,
+with scikit-learn's conventions:
 
-* `lib.retrieval.Gate`, `lib.retrieval.RetrievalGate` (two thresholds, see its `fit`),
-  `lib.routing.ThresholdRouter` and `lib.assistant.SupportModel`;
+* `Gate` (one threshold on one score, here), `lib.retrieval.RetrievalGate` (two thresholds, see
+  its `fit`), `lib.routing.ThresholdRouter` and `lib.assistant.SupportModel`;
 * the target is `target_precision` (the share of accepted items that are right), the labels
   `correct` (is accepting this item right?), a fixed threshold is a constructor parameter
   (`threshold`, as scikit-learn's `FixedThresholdClassifier`) that `fit` uses instead of searching;
@@ -21,7 +22,11 @@ items does. The threshold estimators are built on them and share one API, scikit
 * after `fit`, `reached_` says whether the threshold in use reaches the target on the fitting
   data (when no threshold does, the estimator accepts nothing, `threshold_ = inf`) and
   `fitted_on_` how many rows it saw. An estimator does not warn: read `reached_`. Only the
-  function `fit_threshold`, which returns a bare number, warns (`UnreachableTargetWarning`).
+  function `fit_threshold`, which returns a bare number, warns (`UnreachableTargetWarning`);
+* used before `fit`, an estimator raises sklearn's `NotFittedError` (`lib.checks.require_fitted`);
+* `fitter` chooses the threshold: by default `fit_threshold`'s point estimate, which on new data
+  misses the target about half the time; `fitter=lib.guarantees.fit_guaranteed_threshold` fits the
+  threshold whose precision holds on new data with probability at least 1 - delta.
 
 Inputs follow `lib.checks`: `confidence` of shape (n,) in [0, 1] and `correct` of shape
 (n,) holding booleans or 0/1 (`threshold_curve` and `fit_threshold` take any real
@@ -32,12 +37,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from lib.checks import check_binary, check_confidence_correct, check_positive_int, check_scores, check_unit_interval
+from lib.checks import (check_binary, check_confidence_correct, check_positive_int, check_scores, check_unit_interval,
+                        require_fitted)
 from lib.intervals import percentile_interval
 
 __all__ = [
@@ -46,6 +53,9 @@ __all__ = [
     "target_reached",
     "TARGET_TOLERANCE",
     "UnreachableTargetWarning",
+    "ThresholdFitter",
+    "ThresholdEstimator",
+    "Gate",
     "accuracy_coverage",
     "risk_coverage",
     "tie_aware_accuracy_coverage",
@@ -212,6 +222,105 @@ def target_reached(accepted: Sequence[bool] | np.ndarray, correct: Sequence[bool
         raise ValueError(f"accepted and correct must have the same length, got {taken.size} and {corr.size}")
     count = int(taken.sum())
     return count >= min_count and float(corr[taken].mean()) >= target_precision - TARGET_TOLERANCE
+
+
+ThresholdFitter = Callable[..., float]
+"""How a threshold estimator chooses its threshold from the fitting data: a function
+`(scores, correct, target_precision, *, min_count) -> threshold` (`inf`: accept nothing), such as
+`fit_threshold` (the default) or `lib.guarantees.fit_guaranteed_threshold` (`functools.partial` sets
+its `delta`)."""
+
+
+class ThresholdEstimator:
+    """The base every threshold estimator shares: a threshold on a score, fitted to a precision target on held-out data.
+
+    `Gate`, `lib.retrieval.RetrievalGate`, `lib.routing.ThresholdRouter` and
+    `lib.assistant.SupportModel` are built on it, in scikit-learn's conventions (the module
+    docstring lists them): each stores `target_precision` and its fixed threshold(s) as given,
+    checks them in `fit` (`check_parameters`), fits or takes its threshold (`threshold_for`) and
+    ends `fit` by measuring what it accepts (`measure`: `reached_`, `fitted_on_`) and returning self.
+
+    `fitter` (a constructor parameter of the estimators with one fitted threshold) chooses the
+    threshold: None is `fit_threshold`, the lowest threshold whose accepted fitting rows reach the
+    target, a point estimate that on new data misses the target about half the time; a
+    `ThresholdFitter` such as `lib.guarantees.fit_guaranteed_threshold` makes a promise that holds
+    on new data with probability at least 1 - delta. Rows without a score (NaN) never pass, so a
+    fitter only sees the scored ones.
+    """
+
+    target_precision: float
+    fitter: ThresholdFitter | None = None
+
+    def check_parameters(self) -> None:
+        """Raise ValueError for a `target_precision` outside [0, 1], TypeError for a `fitter` that is not a function."""
+        check_unit_interval(self.target_precision, "target_precision")
+        if self.fitter is not None and not callable(self.fitter):
+            raise TypeError(f"{type(self).__name__}: fitter must be a function (scores, correct, target_precision, "
+                            f"*, min_count) -> threshold, or None for fit_threshold; got {self.fitter!r}")
+
+    def threshold_for(self, scores: np.ndarray, correct: np.ndarray, fixed: float | None, *,
+                      min_count: int = 1) -> float:
+        """`fixed` when the estimator was given one, else the threshold `fitter` fits to `target_precision`.
+
+        Args:
+            scores: shape (n,), higher = more confident; NaN never passes.
+            correct: shape (n,), booleans: is accepting this row right?
+            fixed: the threshold parameter (None: fit one).
+            min_count: the fewest fitting rows the threshold may accept.
+        """
+        if fixed is not None:
+            return float(fixed)
+        if self.fitter is None:
+            return fit_threshold(scores, correct, self.target_precision, min_count=min_count, warn=False)
+        scored = ~np.isnan(np.asarray(scores, dtype=float))
+        return float(self.fitter(np.asarray(scores, dtype=float)[scored], np.asarray(correct)[scored],
+                                 self.target_precision, min_count=min_count))
+
+    def measure(self, accepted: np.ndarray, correct: np.ndarray, *, min_count: int = 1) -> None:
+        """Set `reached_` (the `accepted` fitting rows reach the target, `target_reached`) and `fitted_on_` (their number)."""
+        self.reached_ = target_reached(accepted, correct, self.target_precision, min_count=min_count)
+        self.fitted_on_ = len(accepted)
+
+
+@dataclass
+class Gate(ThresholdEstimator):
+    """One threshold on one score: a row passes when score >= `threshold_`.
+
+    Used for the boundary check of the gates before generation (score = `lib.retrieval.boundary_scores`).
+    Fit on dev, predict on test:
+
+        gate = Gate(target_precision=0.95).fit(dev_scores, dev_in_scope)
+        passes = gate.predict(test_scores)
+
+    `threshold` fixes the threshold instead of searching for it (`fit` then only measures it);
+    `fitter` chooses how it is searched for (`ThresholdEstimator`). Attributes after `fit`:
+    `threshold_`, `reached_` (whether the accepted dev rows reach `target_precision`; when no
+    threshold does, `threshold_` is `inf` and the gate accepts nothing) and `fitted_on_`.
+    """
+
+    target_precision: float = 0.95
+    threshold: float | None = None
+    fitter: ThresholdFitter | None = None
+
+    def fit(self, scores: Sequence[float] | np.ndarray, correct: Sequence[bool] | np.ndarray) -> Gate:
+        """Set `threshold_` (a gate's precision is the accuracy of what it accepts).
+
+        Args:
+            scores: shape (n,), higher = more confident; NaN never passes.
+            correct: shape (n,), booleans: is letting this row pass right?
+        """
+        self.check_parameters()
+        values = check_scores(scores, "scores", allow_nan=True)
+        self.threshold_ = self.threshold_for(values, correct, self.threshold)
+        with np.errstate(invalid="ignore"):
+            self.measure(values >= self.threshold_, correct)
+        return self
+
+    def predict(self, scores: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Bool array, shape (n,): True where score >= `threshold_` (NaN never passes)."""
+        require_fitted(self, "threshold_", "predict")
+        with np.errstate(invalid="ignore"):
+            return np.asarray(scores, dtype=np.float64) >= self.threshold_
 
 
 def accuracy_coverage(

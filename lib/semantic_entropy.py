@@ -17,8 +17,10 @@ What is here:
 - `cluster_by_embedding`: the same clustering with cosine similarity >= a threshold.
 - `discrete_semantic_entropy`: entropy (in nats) of the cluster frequencies.
 - `rand_agreement`: how often two clusterings agree on "same cluster or not" for a pair.
-- `short_answer_messages`, `sample_answers`: the prompt and the sampling of notebooks 07
-  and 10 (one greedy answer with token probabilities, then seeded samples).
+- `short_answer_questions`, `short_answer_items`, `short_answer_messages`, `sample_answers`: the
+  short-answer task of notebooks 07, 09 and 10 (60 handbook questions with short gold answers,
+  each with its retrieved section; the prompt; one greedy answer with token probabilities, then
+  seeded samples).
 - `auroc_difference`: the paired bootstrap of the difference between two signals' AUROC.
 - `cascade_confidence`: cheap calibrated confidence first; only the answers below a
   threshold pay for semantic entropy, which then joins in their score.
@@ -29,17 +31,23 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import combinations
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
+import pandas as pd
 
+from lib.backends.protocol import LLM, Completion
 from lib.checks import check_unit_interval
+from lib.datasets import load_corpus, load_questions
+from lib.indexes import DenseIndex, Embed, chunk_by_heading
+from lib.selective import auroc
 from lib.text import normalize_answer
 
 __all__ = [
     "SameMeaning", "cluster_by_meaning", "bidirectional", "LLMEntailment", "cluster_by_embedding",
     "discrete_semantic_entropy", "rand_agreement", "max_entropy", "SHORT_ANSWER_SYSTEM", "SHORT_ANSWER_MAX_TOKENS",
-    "SAMPLE_TEMPERATURE", "N_SAMPLES", "GREEDY_TOP_LOGPROBS", "short_answer_messages", "greedy_answer", "sample_answers",
+    "SAMPLE_TEMPERATURE", "N_SAMPLES", "GREEDY_TOP_LOGPROBS", "N_HANDBOOK_QUESTIONS", "HANDBOOK_SEED",
+    "MAX_GOLD_CHARS", "short_answer_questions", "short_answer_items", "short_answer_messages", "greedy_answer", "sample_answers",
     "auroc_difference", "cascade_confidence",
 ]
 
@@ -62,7 +70,10 @@ def cluster_by_meaning(answers: Sequence[str], same_meaning: SameMeaning) -> lis
                                         or same_meaning(representative, answer)))
 
 
-def _cluster_against_representatives(items: Sequence, same: Callable[[Any, Any], bool]) -> list[int]:
+_Item = TypeVar("_Item")
+
+
+def _cluster_against_representatives(items: Sequence[_Item], same: Callable[[_Item, _Item], bool]) -> list[int]:
     """Each item joins the first cluster whose first member is `same` as it, else starts a new one."""
     representatives: list = []
     cluster_ids: list[int] = []
@@ -98,7 +109,7 @@ class LLMEntailment:
     `calls` and `seconds` add up every call made, so the cost of clustering can be
     reported next to the cost of sampling.
 
-    llm: anything with `next_token_logprobs(messages, score_tokens=...)` (see `lib.llm`).
+    llm: anything with `next_token_logprobs(messages, score_tokens=...)` (see `lib.backends.protocol.LLM`).
     question: the question both answers reply to; it decides what "the same" means.
     """
 
@@ -106,7 +117,7 @@ class LLMEntailment:
               "states or implies everything that answer B says, otherwise no. "
               "Reply with one word: yes or no.")
 
-    def __init__(self, llm: Any, question: str) -> None:
+    def __init__(self, llm: LLM, question: str) -> None:
         self.llm = llm
         self.question = question
         self.calls = 0
@@ -200,23 +211,50 @@ GREEDY_TOP_LOGPROBS = 5
 """Candidates kept per token of the greedy answer (notebook 07 reads them)."""
 
 
+N_HANDBOOK_QUESTIONS, HANDBOOK_SEED, MAX_GOLD_CHARS = 60, 7, 20
+"""The short-answer questions: 60 of the answerable handbook questions whose gold answer has at most 20 characters."""
+
+
+def short_answer_questions(n: int = N_HANDBOOK_QUESTIONS, seed: int = HANDBOOK_SEED) -> pd.DataFrame:
+    """Answerable handbook questions whose gold answer has at most 20 characters: a seeded sample of n, by id."""
+    questions = load_questions()
+    short = questions[(questions["type"] == "answerable") & (questions["answer"].str.len() <= MAX_GOLD_CHARS)]
+    return short.sample(n, random_state=seed).sort_values("id").reset_index(drop=True)
+
+
+def short_answer_items(embed: Embed) -> list[dict[str, object]]:
+    """The questions of `short_answer_questions`, each with the handbook section retrieved for it.
+
+    Each item: id, question, gold, section (the best section's id, by `embed`), retrieval_hit
+    (whether it is a gold section) and context (its text): what the saved run `handbook-short-answers`
+    answers and the drift measurement asks again.
+    """
+    questions = short_answer_questions()
+    index = DenseIndex(chunk_by_heading(load_corpus()), embed)
+    hits = [found[0] for found in index.search_many(questions["question"].tolist(), k=1)]
+    return [{"id": q.id, "question": q.question, "gold": q.answer, "section": hit.chunk.section_id,
+             "retrieval_hit": hit.chunk.section_id in q.section_ids, "context": hit.chunk.text}
+            for q, hit in zip(questions.itertuples(), hits)]
+
+
+
 def short_answer_messages(question: str, context: str) -> list[dict[str, str]]:
     """The chat for one short answer: the section in the system message (read once, then cached), the question."""
     return [{"role": "system", "content": SHORT_ANSWER_SYSTEM.format(context=context)},
             {"role": "user", "content": question}]
 
 
-def greedy_answer(llm: Any, question: str, context: str, *, max_tokens: int = SHORT_ANSWER_MAX_TOKENS,
-                  top_logprobs: int = GREEDY_TOP_LOGPROBS) -> Any:
+def greedy_answer(llm: LLM, question: str, context: str, *, max_tokens: int = SHORT_ANSWER_MAX_TOKENS,
+                  top_logprobs: int = GREEDY_TOP_LOGPROBS) -> Completion:
     """The short answer at temperature 0 (a `Completion`), with `top_logprobs` candidates per token:
     the answer whose token probabilities notebook 07 reads."""
     return llm.chat(short_answer_messages(question, context), max_tokens=max_tokens, temperature=0.0,
                     top_logprobs=top_logprobs)
 
 
-def sample_answers(llm: Any, question: str, context: str, *, n_samples: int = N_SAMPLES,
+def sample_answers(llm: LLM, question: str, context: str, *, n_samples: int = N_SAMPLES,
                    temperature: float = SAMPLE_TEMPERATURE, max_tokens: int = SHORT_ANSWER_MAX_TOKENS,
-                   top_logprobs: int = GREEDY_TOP_LOGPROBS) -> tuple[Any, list[Any]]:
+                   top_logprobs: int = GREEDY_TOP_LOGPROBS) -> tuple[Completion, list[Completion]]:
     """The greedy answer (temperature 0, with `top_logprobs` candidates per token) and `n_samples`
     answers drawn at `temperature` with seeds 0, 1, ..., so a rerun draws the same answers.
 
@@ -246,8 +284,6 @@ def auroc_difference(first: Sequence[float] | np.ndarray, second: Sequence[float
     clearly away from 0. Resamples holding only right or only wrong answers are drawn again.
     Returns (difference, low, high).
     """
-    from lib.selective import auroc
-
     a, b, y = np.asarray(first, dtype=float), np.asarray(second, dtype=float), np.asarray(correct, dtype=bool)
     if not len(a) == len(b) == len(y):
         raise ValueError(f"first, second and correct must have the same length, got {len(a)}, {len(b)}, {len(y)}")

@@ -199,7 +199,7 @@ def server_settings() -> ServerSettings:
 def timeout_setting() -> float | None:
     """$WORKBOOK_TIMEOUT as a fixed whole-request deadline in seconds (0.1 to 86400), or None
     when it is unset: each server request then gets a deadline sized to it
-    (`lib.openai_compatible.sized_deadline`)."""
+    (`lib.backends.openai_compatible.sized_deadline`)."""
     if not _raw("WORKBOOK_TIMEOUT"):
         return None
     return numeric_setting("WORKBOOK_TIMEOUT", float, 0.0, minimum=0.1, maximum=86400.0,

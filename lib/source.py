@@ -10,12 +10,11 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
-from typing import Any
 
 __all__ = ["code_without_docstring", "show_code"]
 
 
-def code_without_docstring(obj: Any) -> str:
+def code_without_docstring(obj: object) -> str:
     """Source of a function, method or class, dedented, with its own docstring removed.
 
     Only the docstring of `obj` itself goes; docstrings of methods inside a class stay,
@@ -34,6 +33,6 @@ def code_without_docstring(obj: Any) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def show_code(obj: Any) -> None:
+def show_code(obj: object) -> None:
     """Print `code_without_docstring` of `obj` (for notebooks)."""
     print(code_without_docstring(obj), end="")

@@ -22,7 +22,7 @@ from typing import Generic, TypeVar
 import pydantic
 
 from lib.grammar import schema_for_model
-from lib.llm import LLM, Completion, Message
+from lib.backends.protocol import Completion, LLM, Message
 
 __all__ = [
     "Record", "MAX_ATTEMPTS", "StructuredResult", "ask_structured",
@@ -83,7 +83,7 @@ def ask_structured(
     """Ask `llm` for one `model` record as JSON constrained by the model's schema, validated by pydantic.
 
     Args:
-        llm: anything with the `chat` method of `lib.llm.LLM` (a recorded model, or a fake in tests).
+        llm: anything with the `chat` method of `lib.backends.protocol.LLM` (a recorded model, or a fake in tests).
         messages: the chat messages; the reply is constrained by `schema_for_model(model)`.
         model: the pydantic class the reply must validate as.
         max_tokens: the budget of the first attempt; a reply cut off at it is retried with twice as many.

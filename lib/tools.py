@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 
 from lib.grammar import schema_for_model
 from lib.indexes import SearchIndex
-from lib.llm import LLM, Message, neutralise_template_tokens
+from lib.backends.protocol import LLM, Message, neutralise_template_tokens
 from lib.rules import RULE_NAMES, CommitteeMember, check_committee, explain_committee
 
 __all__ = [

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lib.datasets import load_banking77, load_label_groups
 from lib.grammar import assign_codes, gbnf_for_codes
-from lib.llm import EmbeddedLLM
+from lib.backends.embedded import EmbeddedLLM
 
 REPO = Path(__file__).resolve().parent.parent
 N_MESSAGES = 15

@@ -60,8 +60,8 @@ def main() -> None:
     from lib.datasets import load_label_groups
     from lib.decisions import FullListDecider, ShortlistDecider, embedded_backend
     from lib.indexes import IntentRetriever
-    from lib.llm import prefix_tree_tokens
-    from lib.runs import load_split, make_decider, training_pool
+    from lib.backends.embedded import prefix_tree_tokens
+    from lib.saved_runs.decisions import load_split, make_decider, training_pool
 
     llm = get_llm(mode="live")  # whatever WORKBOOK_MODE says: this measures the model
     backend = embedded_backend(llm)

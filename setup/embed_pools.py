@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lib.indexes import pool_embeddings  # noqa: E402
-from lib.runs import TASKS, training_pool  # noqa: E402
+from lib.saved_runs.decisions import TASKS, training_pool  # noqa: E402
 
 if __name__ == "__main__":
     for task in TASKS:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lib.model_file import DEFAULT_MODEL, PINNED_MODELS, ModelFileError, ensure_model, pinned_model  # noqa: E402
+from lib.model_file import DEFAULT_MODEL, PINNED_MODELS, ModelFileError, ensure_model, model_key, pinned_model  # noqa: E402
+from lib.saved_runs.store import results_dir_for, run_command  # noqa: E402
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -32,4 +33,5 @@ if __name__ == "__main__":
         sys.exit("[model] interrupted; the partly downloaded and assembled files were removed")
     if model != DEFAULT_MODEL:
         print(f"[model] {model.title} ({model.licence}, per {model.licence_source}) is ready: set "
-              f"WORKBOOK_MODEL={model.name} to use it, e.g. `WORKBOOK_MODEL={model.name} python setup/run_results.py`")
+              f"WORKBOOK_MODEL={model.name} to use it, e.g. "
+              f"`{run_command('banking77-full-test', results_dir_for(model_key(model.name)))}`")

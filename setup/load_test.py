@@ -32,10 +32,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from lib.llm import CapabilityError  # noqa: E402
-from lib.openai_compatible import OpenAICompatibleLLM, ServerError, ServerUnavailableError  # noqa: E402
+from lib.backends.protocol import CapabilityError  # noqa: E402
+from lib.backends.openai_compatible import OpenAICompatibleLLM, ServerError, ServerUnavailableError  # noqa: E402
 from lib.recording import RECORDINGS_DIR, RecordingStore  # noqa: E402
-from setup.llama_server import running_server  # noqa: E402
+from lib.backends.server import running_server  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from nbclient.exceptions import CellExecutionError
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from lib.llm import BackendConfig  # noqa: E402
+from lib.backends.factory import BackendConfig  # noqa: E402
 from lib.recording import (PENDING_SUFFIX, RECORDINGS_DIR, RecordingBusyError, discard_abandoned,  # noqa: E402
                            discard_pending, finish_pending, recording_lock)
 from lib.settings import RUN_ID_VARIABLE, backend_setting, run_id_setting  # noqa: E402

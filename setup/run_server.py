@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from setup.llama_server import running_server  # noqa: E402
+from lib.backends.server import running_server  # noqa: E402
 from setup.run_notebooks import BUILD, SelectionError, select_notebooks  # noqa: E402
 from setup.run_notebooks import main as run_notebooks  # noqa: E402
 

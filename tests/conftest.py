@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from threadpoolctl import threadpool_limits
 
-from lib.llm import Completion, NextTokenLogprobs
+from lib.backends.protocol import Completion, NextTokenLogprobs
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 # `make test` runs two pytest-xdist workers; the tests that load the model all run on one of them
@@ -40,14 +40,16 @@ class ScriptedLLM:
     `scores` of the asked `score_tokens` (all of them when none are asked; a token without a
     score is left out, as a backend leaves out tokens it cannot score) and records the request
     in `probes`. Tests import it (`from conftest import ScriptedLLM`) or take the `fake_llm` fixture.
+    `identity` and `backend_name` are what a saved run's header names.
     """
 
     def __init__(self, replies: Sequence[Completion | str] = (), *, scores: Mapping[str, float] | None = None,
-                 seconds: float = 1.0, backend_name: str = "scripted") -> None:
+                 seconds: float = 1.0, backend_name: str = "scripted", identity: str = "scripted-model") -> None:
         self.replies = list(replies)
         self.scores = dict(scores or {})
         self.seconds = seconds
         self.backend_name = backend_name
+        self.identity = identity
         self.requests: list[dict[str, Any]] = []
         self.probes: list[dict[str, Any]] = []
 
@@ -207,7 +209,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def embedded():
     """The embedded model with the workbook's default context (4,096 tokens: the 77-intent prompt and
     a 2,000-character message need more than 2,048)."""
-    from lib.llm import EmbeddedLLM
+    from lib.backends.embedded import EmbeddedLLM
     return EmbeddedLLM(n_ctx=4096)
 
 
@@ -223,7 +225,7 @@ def minilm():
 def server_url():
     """llama-cpp-python's own OpenAI-compatible server with the same GGUF, on a free local port,
     started as `make run-server` starts it but with the server's default 2,048-token context."""
-    from setup.llama_server import running_server
+    from lib.backends.server import running_server
 
     with running_server(n_ctx=2048) as server:
         yield server.base_url
@@ -233,7 +235,7 @@ def server_url():
 def served(server_url):
     """The workbook's client for that server, with the README's model id and a generous deadline:
     the test server shares two cores with the rest of the suite."""
-    from lib.openai_compatible import OpenAICompatibleLLM
+    from lib.backends.openai_compatible import OpenAICompatibleLLM
     from lib.model_file import DEFAULT_MODEL
 
     return OpenAICompatibleLLM(server_url, DEFAULT_MODEL.name, timeout=300)

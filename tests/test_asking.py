@@ -7,9 +7,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from lib.asking import (CATEGORIES, CATEGORY_GRAMMAR, NUMBER_GRAMMAR, TRUE_QUESTION, CategoryCalibrator,
-                        ask_all, ask_true, asking_messages, p_true, paired_metrics, read_category, read_number,
-                        stratified_sample, true_messages)
+from lib.asking import (ask_all, ask_true, asking_messages, CATEGORIES, CATEGORY_GRAMMAR, CategoryCalibrator,
+                        NUMBER_GRAMMAR, p_true, paired_metrics, read_category, read_number, true_messages,
+                        TRUE_QUESTION)
+from lib.saved_runs.asking import stratified_sample
 from lib.calibration import ece
 from lib.grammar import check_grammar
 from lib.selective import auroc

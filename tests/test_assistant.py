@@ -15,6 +15,7 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from lib import retrieval as R
+from lib.selective import Gate
 from lib.assistant import (
     ANSWERABILITY_QUESTION,
     ANSWERABILITY_SYSTEM_PROMPT,
@@ -34,8 +35,9 @@ from lib.citations import FALLBACK_BANNER
 from lib.datasets import Section
 from lib.grounding import GROUNDING_SYSTEM_PROMPT, answer_field_logprobs
 from lib.indexes import DenseIndex, chunk_by_heading
-from lib.llm import Completion, TokenLogprob
-from lib.routing import Action, CostThresholds
+from lib.backends.protocol import Completion, TokenLogprob
+from lib.actions import Action
+from lib.routing import CostThresholds
 from conftest import ScriptedLLM
 from test_indexes import fake_embed
 
@@ -80,12 +82,12 @@ def index():
     return DenseIndex(chunk_by_heading(SECTIONS), fake_embed)
 
 
-def fixed_gates() -> dict[str, R.Gate | R.RetrievalGate]:
+def fixed_gates() -> dict[str, Gate | R.RetrievalGate]:
     """The three gates at fixed thresholds (fitted on one accepted row, which only sets `reached_`)."""
-    return {"boundary_gate": R.Gate(threshold=0.2).fit([0.2], [True]),
+    return {"boundary_gate": Gate(threshold=0.2).fit([0.2], [True]),
             "retrieval_gate": R.RetrievalGate(score_threshold=0.35, margin_threshold=0.2).fit(
                 pd.DataFrame({"top_score": [0.35], "margin": [0.2]}), [True]),
-            "ask_gate": R.Gate(threshold=0.25).fit([0.25], [True])}
+            "ask_gate": Gate(threshold=0.25).fit([0.25], [True])}
 
 
 def make_assistant(index, llm, threshold=0.5):
@@ -271,7 +273,7 @@ def test_bad_arguments_are_refused(index):
         Assistant(llm=FakeLLM(), scope=R.Scope(index, EXAMPLES), sections=TEXTS, **fixed_gates(), n_sources=0)
     with pytest.raises(NotFittedError, match="ask_gate"):
         Assistant(llm=FakeLLM(), scope=R.Scope(index, np.asarray(fake_embed(EXAMPLES))), sections=TEXTS,
-                  **{**fixed_gates(), "ask_gate": R.Gate()})
+                  **{**fixed_gates(), "ask_gate": Gate()})
 
 
 def test_repr_is_the_readable_trace_not_a_dump(index):

@@ -16,8 +16,8 @@ from lib.assistant_fitting import (ASSISTANT_SETTINGS, FINALE_SETTINGS, SUPPORT_
                                    cross_fitted_support, decide_rows, dev_answers, fit_answerability,
                                    fit_answerability_gate, fit_cost_rule, fit_support)
 from lib.routing import CostThresholds
-from lib.question_runs import ASSISTANT_DEV, ASSISTANT_TEST, ASSISTANT_TEST_PAST_BOUNDARY
-from lib.results_store import RESULTS_DIR
+from lib.saved_runs.questions import ASSISTANT_DEV, ASSISTANT_TEST, ASSISTANT_TEST_PAST_BOUNDARY
+from lib.saved_runs.store import RESULTS_DIR
 
 
 @pytest.mark.parametrize("run", [ASSISTANT_DEV, ASSISTANT_TEST, ASSISTANT_TEST_PAST_BOUNDARY])

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from lib.code_steps import read_code
-from lib.llm import TokenLogprob
+from lib.backends.protocol import TokenLogprob
 from lib.logprobs import renormalize
 
 CODES = ["A-A", "A-B", "B-A", "B-B", "B-C"]

@@ -12,8 +12,8 @@ from lib.datasets import OUT_OF_SCOPE, banking77_pool, load_label_groups
 from lib.decisions import (FullListDecider, LogRegDecider, NearestNeighbourDecider, ShortlistDecider,
                            contextual_calibration, cyclic_orders, shortlist_probabilities, significant)
 from lib.indexes import IntentRetriever
-from lib.llm import KEPT_TOKENS_MULTIPLE, prefix_tree_tokens
-from lib.runs import load_results, make_decider
+from lib.backends.embedded import KEPT_TOKENS_MULTIPLE, prefix_tree_tokens
+from lib.saved_runs.decisions import load_results, make_decider
 from test_reliability_server import serve  # noqa: F401 (serve is a fixture: a real HTTP server on 127.0.0.1)
 
 ADVERSARIAL = [
@@ -204,7 +204,7 @@ def test_significant_keeps_tiny_probabilities():
 
 def _code_reply():
     """What a server answers on the full list's generated path: "A-A" with its top tokens."""
-    from lib.llm import Completion, TokenLogprob
+    from lib.backends.protocol import Completion, TokenLogprob
 
     return Completion("A-A", "stop", 0, 2, 0.0, (TokenLogprob("A", -0.1, (("A", -0.1), ("B", -2.4))),
                                                  TokenLogprob("-A", -0.2, (("-A", -0.2), ("-B", -1.7)))))
@@ -262,7 +262,7 @@ IGNORES_GRAMMAR = {"full": _chat_reply("Sure! The intent is card_arrival.", [("S
 
 
 def _server_decider(method, url, groups, retriever):
-    from lib.openai_compatible import OpenAICompatibleLLM
+    from lib.backends.openai_compatible import OpenAICompatibleLLM
 
     llm = OpenAICompatibleLLM(url, "qwen", timeout=10)
     if method == "full":
@@ -274,7 +274,7 @@ def _server_decider(method, url, groups, retriever):
 @pytest.mark.parametrize("answers, what", [(NO_LOGPROBS, "returned no logprobs"),
                                            (IGNORES_GRAMMAR, "ignored the grammar|gave no option letter")])
 def test_a_server_that_gives_no_usable_probabilities_is_a_server_error(serve, groups, retriever, method, answers, what):
-    from lib.openai_compatible import ServerError
+    from lib.backends.openai_compatible import ServerError
 
     url = serve(body=answers[method])
     decider = _server_decider(method, url, groups, retriever)
@@ -285,7 +285,7 @@ def test_a_server_that_gives_no_usable_probabilities_is_a_server_error(serve, gr
 @pytest.mark.parametrize("method", ["full", "shortlist"])
 def test_a_run_against_a_server_without_logprobs_saves_failures_not_confidences(serve, groups, retriever, method,
                                                                                 tmp_path):
-    from lib.runs import load_results, results_path, run_split
+    from lib.saved_runs.decisions import load_results, results_path, run_split
 
     url = serve(body=NO_LOGPROBS[method])
     with pytest.warns(UserWarning, match="3 of 3 messages could not be decided"):
@@ -299,8 +299,8 @@ def test_a_run_against_a_server_without_logprobs_saves_failures_not_confidences(
 
 
 def test_the_error_names_the_server_behind_a_wrapper(serve, groups):
-    from lib.openai_compatible import OpenAICompatibleLLM, ServerError
-    from lib.question_runs import CallTimer
+    from lib.backends.openai_compatible import OpenAICompatibleLLM, ServerError
+    from lib.saved_runs.items import CallTimer
 
     url = serve(body=IGNORES_GRAMMAR["full"])
     decider = FullListDecider(CallTimer(OpenAICompatibleLLM(url, "qwen", timeout=10)), groups)
@@ -311,7 +311,7 @@ def test_the_error_names_the_server_behind_a_wrapper(serve, groups):
 def test_a_grammar_respecting_reply_whose_step_holds_no_letter_is_still_a_decision(serve, groups):
     """The model chose "C-F" under the grammar but wanted to write "Leaf": its probability went elsewhere,
     a real answer (off-label mass 1 for that step), not a server fault."""
-    from lib.openai_compatible import OpenAICompatibleLLM
+    from lib.backends.openai_compatible import OpenAICompatibleLLM
 
     url = serve(body=_chat_reply("C-F", [("C", ["C", "B"]), ("-F", ["Leaf", "leaf"])]))
     decision = FullListDecider(OpenAICompatibleLLM(url, "qwen", timeout=10), groups).decide("autumn leaves")

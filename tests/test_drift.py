@@ -1,4 +1,4 @@
-"""`lib.drift`: the comparison arithmetic of two settings' saved answers, on toy numbers."""
+"""`lib.saved_runs.drift`: the comparison arithmetic of two settings' saved answers, on toy numbers."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lib.drift import ANSWER, DECISION, PAIRS, SETTINGS, Pair, compare, drift_path, drift_table, setting_named
+from lib.saved_runs.drift import (ANSWER, compare, DECISION, drift_path, drift_table, Pair, PAIRS, setting_named,
+                                  SETTINGS)
 from lib.intervals import binomial_interval
 
 

@@ -122,7 +122,8 @@ def test_the_handbook_vectors_are_complete_and_current():
 def test_the_semantic_entropy_answer_vectors_are_complete_and_current():
     """Notebook 10 clusters every saved short answer by embedding; the committed vectors cover
     them all and were made by the installed MiniLM, so a run of 10 reads them and never writes."""
-    from lib.question_runs import HANDBOOK, load_run
+    from lib.saved_runs.items import load_run
+    from lib.saved_runs.questions import HANDBOOK
 
     _, answers = load_run(HANDBOOK)
     texts = answers["greedy"].tolist() + [text for samples in answers["samples"] for text in samples]

@@ -24,7 +24,7 @@ def test_ex2_geometric_mean_gap():
 
 
 def test_ex3_decisions_the_server_could_flip():
-    from lib.drift import drift_table
+    from lib.saved_runs.drift import drift_table
     from lib.exercises import NB07_EX3_CONFIDENCES, NB07_EX3_LARGEST_CHANGE
 
     table = drift_table()

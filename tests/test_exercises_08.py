@@ -25,7 +25,7 @@ def test_ex1_accepts_what_read_code_teaches():
     # notebooks 06 (read_code) and 08 (renormalize, FullListDecider) read ' A' the same way, so the
     # exercise's answer is the group probability read_code gives for the same step
     from lib.code_steps import read_code
-    from lib.llm import TokenLogprob
+    from lib.backends.protocol import TokenLogprob
 
     top = (("A", math.log(0.6)), ("B", math.log(0.2)), ("Hello", math.log(0.15)), (" A", math.log(0.05)))
     reading = read_code([TokenLogprob("A", math.log(0.6), top), TokenLogprob("-A", 0.0, (("-A", 0.0),))],

@@ -1,6 +1,6 @@
 """The notebook 16 exercise checkers accept the right answer and reject wrong ones."""
 from lib.exercises import is_correct
-from lib.runs import load_results
+from lib.saved_runs.decisions import load_results
 
 
 def test_ex1_share_of_out_of_scope_handed_over():

@@ -10,7 +10,7 @@ from scipy.special import softmax
 
 from lib.exercises import check, exercise_ids, is_correct
 from lib.logprobs import sequence_confidence
-from lib.runs import load_results
+from lib.saved_runs.decisions import load_results
 from lib.selective import aurc
 
 BAD_ANSWERS = {"10**400": 10**400, "-10**400": -10**400, "inf": math.inf, "-inf": -math.inf, "nan": math.nan,

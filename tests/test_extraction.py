@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-from lib.extraction import (NO_DEPARTMENT, POSITIONS, ROLES, CommitteeExtraction, answer_probability,
-                            committee_prompt_fingerprint, compare_extraction, department_answer, evidence_for,
-                            extract_committee,
-                            extract_committee_by_questions, load_committee_run, member_questions, message_sentences,
-                            normalized_name, plain_committee_verdict, run_committee_cases)
+from lib.extraction import (answer_probability, CommitteeExtraction, compare_extraction, department_answer,
+                            evidence_for, extract_committee, extract_committee_by_questions, member_questions,
+                            message_sentences, NO_DEPARTMENT, normalized_name, plain_committee_verdict, POSITIONS,
+                            ROLES)
+from lib.saved_runs.committees import committee_prompt_fingerprint, load_committee_run, run_committee_cases
 from lib.grammar import check_grammar, schema_for_model
-from lib.llm import Completion, TokenLogprob
+from lib.backends.protocol import Completion, TokenLogprob
 from lib.rules import CommitteeMember, check_committee
 from tests.test_grounding import FakeLLM, completion
 
@@ -214,39 +214,39 @@ def test_plain_verdict_reads_a_grammar_constrained_yes_or_no():
 
 CASES = [{"id": "one", "description": DESCRIPTION, "home_department": "Computer Science"},
          {"id": "two", "description": DESCRIPTION, "home_department": "Computer Science"}]
-HEADER = {"model": "fake", "fingerprint": "abc", "command": "python setup/run_committees.py"}
+COMMAND = "python setup/run_saved.py --run committees-one-call"
 
 
 def test_saved_run_resumes_and_reads_back(tmp_path):
-    path = tmp_path / "committees-one-call.jsonl"
-    run_committee_cases(FakeLLM(completion(reply(KIM, LANG))), "one-call", CASES[:1], header=HEADER,
-                        path=path, progress=False)
+    run_committee_cases(FakeLLM(completion(reply(KIM, LANG))), "one-call", CASES[:1], results_dir=tmp_path,
+                        progress=False)
     llm = FakeLLM(completion(reply(KIM)))
-    run_committee_cases(llm, "one-call", CASES, header=HEADER, path=path, progress=False)
+    run_committee_cases(llm, "one-call", CASES, results_dir=tmp_path, progress=False)
     assert len(llm.requests) == 1  # the first case was not asked again
     run = load_committee_run("one-call", tmp_path)
-    assert run.header["command"] == HEADER["command"] and run.members == {"one": [KIM, LANG], "two": [KIM]}
+    assert run.header["command"] == COMMAND and run.members == {"one": [KIM, LANG], "two": [KIM]}
+    assert run.header["model"] == "scripted-model" and run.header["mode"] == "live"
+    assert run.header["fingerprint"] == committee_prompt_fingerprint("one-call")
     assert run.rows["two"]["calls"] == 1 and run.rows["two"]["ok"]
 
 
 def test_saved_run_is_never_mixed_or_wiped(tmp_path):
     path = tmp_path / "committees-one-call.jsonl"
-    run_committee_cases(FakeLLM(completion(reply(KIM))), "one-call", CASES[:1], header=HEADER, path=path,
-                        progress=False)
+    run_committee_cases(FakeLLM(completion(reply(KIM))), "one-call", CASES[:1], results_dir=tmp_path, progress=False)
     before = path.read_text(encoding="utf-8")
-    with pytest.raises(ValueError, match="other settings.*fingerprint"):
-        run_committee_cases(FakeLLM(), "one-call", CASES, header={**HEADER, "fingerprint": "new"}, path=path,
-                            progress=False)
+    other_model = FakeLLM()
+    other_model.identity = "another-model"
+    with pytest.raises(ValueError, match="other settings.*model"):
+        run_committee_cases(other_model, "one-call", CASES, results_dir=tmp_path, progress=False)
     path.write_text(before.split("\n", 1)[1], encoding="utf-8")  # the header line lost
     with pytest.raises(ValueError, match="no header"):
-        run_committee_cases(FakeLLM(), "one-call", CASES, header=HEADER, path=path, progress=False)
+        run_committee_cases(FakeLLM(), "one-call", CASES, results_dir=tmp_path, progress=False)
     assert path.read_text(encoding="utf-8") == before.split("\n", 1)[1]
     path.write_text(before + '{"kind": "row", "case": "two", "ok"', encoding="utf-8")  # killed mid-line
     assert set(load_committee_run("one-call", tmp_path).members) == {"one"}
     assert path.read_text(encoding="utf-8").endswith('"ok"')  # reading does not repair
     with pytest.warns(UserWarning, match="removed an unfinished last line"):
-        run_committee_cases(FakeLLM(completion(reply(LANG))), "one-call", CASES, header=HEADER, path=path,
-                            progress=False)
+        run_committee_cases(FakeLLM(completion(reply(LANG))), "one-call", CASES, results_dir=tmp_path, progress=False)
     assert load_committee_run("one-call", tmp_path).members == {"one": [KIM], "two": [LANG]}
-    with pytest.raises(FileNotFoundError, match="setup/run_committees.py --method by-questions"):
+    with pytest.raises(FileNotFoundError, match=r"`python setup/run_saved.py --run committees-by-questions`"):
         load_committee_run("by-questions", tmp_path)

@@ -5,7 +5,8 @@ from conftest import hand_labels
 
 from lib.datasets import CORPUS_DIR
 from lib.fallback_answers import FALLBACK_LABELS, states_invented_policy
-from lib.question_runs import FALLBACK_ANSWERS, load_run
+from lib.saved_runs.items import load_run
+from lib.saved_runs.questions import FALLBACK_ANSWERS
 
 LABELS_PATH = CORPUS_DIR / "fallback_labels.jsonl"
 

@@ -7,7 +7,7 @@ import pytest
 
 from lib.grammar import schema_for_model
 from lib.grounding import GROUNDING_SYSTEM_PROMPT, grounded_answer, grounding_messages
-from lib.llm import Completion
+from lib.backends.protocol import Completion
 from lib.quotes import GroundedAnswer
 from lib.structured import ask_structured
 from conftest import ScriptedLLM

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from lib.model_file import DEFAULT_MODEL
-from setup.llama_server import free_port, running_server
+from lib.backends.server import free_port, running_server
 
 REPO = Path(__file__).resolve().parent.parent
 

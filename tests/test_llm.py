@@ -7,9 +7,10 @@ import shutil
 import numpy as np
 import pytest
 
-from lib.llm import CapabilityError, EmbeddedLLM, common_prefix_length, prefix_tree_tokens, validate_messages
+from lib.backends.embedded import common_prefix_length, EmbeddedLLM, prefix_tree_tokens
+from lib.backends.protocol import CapabilityError, validate_messages
 from lib.model_file import ModelFileError, default_model_path
-from lib.openai_compatible import OpenAICompatibleLLM, ServerUnavailableError
+from lib.backends.openai_compatible import OpenAICompatibleLLM, ServerUnavailableError
 
 CODES = ["A-A", "A-B", "B-A", "B-B", "B-C"]
 CODE_GRAMMAR = 'root ::= "A-" [AB] | "B-" [ABC]'

@@ -7,7 +7,7 @@ import pytest
 
 from lib.datasets import load_corpus
 from lib.grammar import schema_for_model
-from lib.llm import Completion
+from lib.backends.protocol import Completion
 from lib.model_citations import (
     MAX_CLAIMS,
     MODEL_CITATION_SYSTEM_PROMPT,
@@ -17,7 +17,8 @@ from lib.model_citations import (
     model_citation_messages,
     model_cited_answer,
 )
-from lib.question_runs import MODEL_CITATIONS, load_run
+from lib.saved_runs.items import load_run
+from lib.saved_runs.questions import MODEL_CITATIONS
 from conftest import ScriptedLLM
 
 SECTIONS = {  # in the order shown: [1] is the qualifying exam, [2] the committee

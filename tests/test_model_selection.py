@@ -6,13 +6,13 @@ import os
 
 import pytest
 
-from lib.llm import BackendConfig
+from lib.backends.factory import BackendConfig
 from lib.model_file import (DEFAULT_MODEL, PINNED_MODELS, ModelFileError, configured_model, model_key, pinned_model,
                             selected_model)
 from lib.recording import RECORDINGS_DIR, recordings_dir_for
-from lib.results_store import RESULTS_DIR, remake_command, results_dir_for
-from lib.runs import load_results
-from setup.llama_server import served_model_id
+from lib.saved_runs.store import remake_command, RESULTS_DIR, results_dir_for
+from lib.saved_runs.decisions import load_results
+from lib.backends.server import served_model_id
 
 SECOND = "qwen2.5-coder-0.5b-instruct"
 
@@ -84,13 +84,13 @@ def test_a_second_models_files_sit_beside_the_defaults_and_say_how_to_remake_the
     assert results_dir_for(None) == RESULTS_DIR and recordings_dir_for(None) == RECORDINGS_DIR
     assert results_dir_for(SECOND) == RESULTS_DIR / "models" / SECOND
     assert recordings_dir_for(SECOND) == RECORDINGS_DIR / "models" / SECOND
-    command = "python setup/run_results.py --task banking77 --method full --split test"
+    command = "python setup/run_saved.py --run banking77-full-test"
     assert remake_command(command, RESULTS_DIR) == command
     assert remake_command(command, results_dir_for(SECOND)) == f"WORKBOOK_MODEL={SECOND} {command}"
     with pytest.raises(ValueError, match="no letter or digit"):
         model_key("///")
     folder = tmp_path / "models" / SECOND
-    with pytest.raises(FileNotFoundError, match=rf"produce it with `WORKBOOK_MODEL={SECOND} python setup/run_results"):
+    with pytest.raises(FileNotFoundError, match=rf"produce it with `WORKBOOK_MODEL={SECOND} python setup/run_saved.py --run banking77-full-test`"):
         load_results("banking77", "test", "full", folder)
 
 

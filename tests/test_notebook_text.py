@@ -22,7 +22,7 @@ SKIPPED_DIRS = {".git", ".venv", ".cache", "build", "__pycache__", ".ipynb_check
 REPOSITORY_DIRS = ("data", "lib", "setup", "tests", "notebooks", ".ci")
 FILE_EXTENSIONS = ("md", "py", "txt", "json", "jsonl", "csv", "yml", "yaml", "toml", "ipynb", "sh")
 
-# A path that starts at a repository folder, e.g. `data/results/`, lib/runs.py, ../setup/x.py.
+# A path that starts at a repository folder, e.g. `data/results/`, lib/saved_runs/decisions.py, ../setup/x.py.
 PATH_PATTERN = re.compile(r"(?<![\w/.~-])((?:\.\./)*(?:%s)/[\w./*<>{}-]*)" % "|".join(re.escape(d) for d in REPOSITORY_DIRS))
 # A bare file name with a known extension, e.g. COURSE.md, scope_examples.txt.
 NAME_PATTERN = re.compile(r"(?<![\w/.~-])([\w-]+(?:\.[\w-]+)*\.(?:%s))(?![\w/])" % "|".join(FILE_EXTENSIONS))
@@ -30,7 +30,7 @@ NAME_PATTERN = re.compile(r"(?<![\w/.~-])([\w-]+(?:\.[\w-]+)*\.(?:%s))(?![\w/])"
 OUTSIDE_PATTERN = re.compile(r"(?<![\w/.(-])((?:\.\./)+[\w./-]+)")
 # A markdown link target: [text](target).
 LINK_PATTERN = re.compile(r"\]\(([^)\s]+)\)")
-# A dotted private lib name written out, e.g. lib.runs._shortlist_variants.
+# A dotted private lib name written out, e.g. lib.saved_runs.decisions._shortlist_variants.
 PRIVATE_DOTTED = re.compile(r"\blib(?:\.\w+)*\._[A-Za-z]\w*")
 
 
@@ -102,7 +102,9 @@ def private_names(code: str) -> list[str]:
 
 
 def test_the_checks_catch_what_they_should():
-    assert missing_files("see `data/results/` and lib/runs.py and setup/run_results.py, data/LABEL_GROUPS.md.") == []
+    assert missing_files("see `data/results/` and lib/saved_runs/decisions.py and setup/run_saved.py, "
+                         "data/LABEL_GROUPS.md.") == []
+    assert missing_files("see lib/runs.py and setup/run_results.py") == ["lib/runs.py", "setup/run_results.py"]
     assert missing_files("see `data/no-such-file.jsonl` and COURSE.md") == ["COURSE.md", "data/no-such-file.jsonl"]
     assert missing_files("[next](11-reliability.ipynb), [web](https://example.org), [here](#top), [up](../README.md)") == []
     assert missing_files("[gone](99-nothing.ipynb) and ../shared/COURSE.md") == ["../shared/COURSE.md", "99-nothing.ipynb"]
@@ -174,7 +176,7 @@ def test_section_links_name_a_heading_that_exists(path):
 NOTEBOOK_NUMBERS = re.compile(r"\b[Nn]otebooks?\s+(\d\d(?:(?:,\s*|\s+and\s+|\s+or\s+|-|–|\s+to\s+)\d\d)*)\b")
 # A link to a notebook whose text carries a number: [Next: 10 · Semantic entropy →](10-semantic-entropy.ipynb).
 NUMBERED_LINK = re.compile(r"\[[^\]]*?(?<![\d.])(\d\d) · [^\]]*\]\((\d\d)-[\w-]+\.ipynb\)")
-# A dotted lib name written out, e.g. lib.intervals.bootstrap_interval or lib.runs.
+# A dotted lib name written out, e.g. lib.intervals.bootstrap_interval, lib.saved_runs.decisions or lib.backends.
 LIB_NAME = re.compile(r"(?<![\w.])lib(?:\.[A-Za-z_]\w*)+")
 MAX_CELLS = 60
 """One notebook is one class session: at most about 90 minutes and 60 cells (the syllabus)."""
@@ -192,10 +194,20 @@ def missing_notebook_numbers(markdown: str, numbers: frozenset[str]) -> list[str
     return sorted(set(missing))
 
 
+def module_path(dotted: str) -> Path | None:
+    """The file of the lib module or package `dotted` (`saved_runs.decisions`, `backends`), or None."""
+    base = REPO / "lib" / Path(*dotted.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
 @lru_cache(maxsize=None)
 def module_names(module: str) -> dict[str, frozenset[str] | None]:
-    """Top-level names of lib/<module>.py; for a class, the names its body defines (None for anything else)."""
-    path = REPO / "lib" / f"{module}.py"
+    """Top-level names of the lib module `module` (dotted, `saved_runs.decisions`); for a class, the names
+    its body defines (None for anything else)."""
+    path = module_path(module)
     names: dict[str, frozenset[str] | None] = {}
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.ClassDef):  # methods, class attributes, fields, and self.x set in a method
@@ -219,19 +231,22 @@ def module_names(module: str) -> dict[str, frozenset[str] | None]:
 
 
 def missing_lib_names(markdown: str) -> list[str]:
-    """Dotted lib names in ``markdown`` (lib.module, lib.module.name, lib.module.Class.method) that lib does not define."""
+    """Dotted lib names in ``markdown`` (lib.module, lib.package.module.name, lib.module.Class.method) that lib
+    does not define: the longest start that is a module or package, then a name it defines, then a member."""
     missing = []
     for match in LIB_NAME.finditer(markdown):
         parts = match.group(0).split(".")[1:]
-        if not (REPO / "lib" / f"{parts[0]}.py").is_file():
+        depth = next((end for end in range(len(parts), 0, -1) if module_path(".".join(parts[:end]))), 0)
+        if depth == 0:
             if not (len(parts) == 1 and parts[0] in module_names("__init__")):
                 missing.append(match.group(0))
             continue
-        if len(parts) >= 2:
-            names = module_names(parts[0])
-            if parts[1] not in names:
+        module, rest = ".".join(parts[:depth]), parts[depth:]
+        if rest:
+            names = module_names(module)
+            if rest[0] not in names:
                 missing.append(match.group(0))
-            elif len(parts) >= 3 and names[parts[1]] is not None and parts[2] not in names[parts[1]]:
+            elif len(rest) >= 2 and names[rest[0]] is not None and rest[1] not in names[rest[0]]:
                 missing.append(match.group(0))
     return sorted(set(missing))
 
@@ -244,8 +259,11 @@ def test_the_name_checks_catch_what_they_should():
     assert missing_notebook_numbers("[Next: 09 · Semantic entropy →](09-semantic-entropy.ipynb)", numbers) == []
     assert missing_notebook_numbers("[Next: 08 · Semantic entropy →](09-semantic-entropy.ipynb)", numbers) == [
         "link text 08 to 09-*.ipynb"]
-    assert missing_lib_names("`lib.intervals.bootstrap_interval`, `lib.runs`, lib.decisions.FullListDecider.decide, "
-                             "`lib.selective.auroc`, from `lib.question_runs`.") == []
+    assert missing_lib_names("`lib.intervals.bootstrap_interval`, `lib.saved_runs.decisions`, `lib.backends`, "
+                             "lib.decisions.FullListDecider.decide, `lib.selective.auroc`, "
+                             "`lib.saved_runs.decisions.load_results`, lib.backends.embedded.EmbeddedLLM.chat.") == []
+    assert missing_lib_names("`lib.runs.load_results`, `lib.saved_runs.nothing`, lib.backends.embedded.EmbeddedLLM.x") == [
+        "lib.backends.embedded.EmbeddedLLM.x", "lib.runs.load_results", "lib.saved_runs.nothing"]
     assert missing_lib_names("`lib.calibration.fit_x`, `lib.nothing`, lib.decisions.FullListDecider.no_such_method") == [
         "lib.calibration.fit_x", "lib.decisions.FullListDecider.no_such_method", "lib.nothing"]
 

@@ -8,7 +8,7 @@ import pytest
 
 from lib.datasets import OUT_OF_SCOPE
 from lib.out_of_scope import decide_scope, keep_threshold, scope_report
-from lib.routing import Action
+from lib.actions import Action
 
 
 def test_keep_threshold_keeps_the_asked_share_of_in_scope_scores():

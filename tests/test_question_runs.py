@@ -1,4 +1,4 @@
-"""Saved item runs (lib.runs.run_items, lib.question_runs): resumable, never mixed, read back as written."""
+"""Saved item runs (lib.saved_runs.items.run_items, lib.saved_runs.questions): resumable, never mixed, read back as written."""
 from __future__ import annotations
 
 import json
@@ -10,15 +10,15 @@ from lib.citations import GENERAL_ANSWER_BANNER
 from lib.decisions import ShortlistDecider
 from lib.datasets import banking77_pool, load_label_groups, load_questions
 from lib.indexes import IntentRetriever
-from lib.llm import CapabilityError, TokenLogprob
-from lib.question_runs import (FALLBACK_ANSWERS, INJECTION, RUNS, CallTimer, code_routing_prompt, decode_tokens,
-                               encode_tokens, injection_items, load_run, produce, short_answer_questions)
-from lib.runs import load_item_run, run_items
+from lib.backends.protocol import CapabilityError, TokenLogprob
+from lib.saved_runs.items import CallTimer, decode_tokens, encode_tokens, load_item_run, load_run, run_items
+from lib.saved_runs.questions import FALLBACK_ANSWERS, INJECTION, QUESTION_RUNS, code_routing_prompt, injection_items
+from lib.saved_runs.registry import RUNS, produce, saved_run
 from lib.selective import auroc
-from lib.semantic_entropy import auroc_difference, sample_answers
+from lib.semantic_entropy import auroc_difference, sample_answers, short_answer_questions
 
 ITEMS = [f"item {n}" for n in range(6)]
-IDENTITY = dict(model="fake-model", backend="fake", command="python setup/run_question_runs.py --run demo")
+IDENTITY = dict(model="fake-model", backend="fake")
 
 
 def _run(tmp_path, compute, *, settings=None, mode="replay", items=ITEMS):
@@ -51,7 +51,7 @@ def test_an_interrupted_run_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
     assert [row["i"] for row in rows] == list(range(6)) and rows[2]["text"] == "ITEM 2"
     assert header["mode"] == "replay" and header["items"] == 6 and header["settings"] == {"prompt": "p"}
     first_line = json.loads(whole.read_text(encoding="utf-8").splitlines()[0])
-    assert first_line["kind"] == "header" and first_line["command"] == IDENTITY["command"]
+    assert first_line["kind"] == "header" and first_line["command"] == "python setup/run_saved.py --run demo"
 
 
 def test_other_settings_are_never_mixed_in(tmp_path):
@@ -70,7 +70,7 @@ def test_an_unfinished_file_is_finished_in_its_own_mode(tmp_path):
 
 
 def test_a_missing_run_names_the_command(tmp_path):
-    with pytest.raises(FileNotFoundError, match="run_question_runs.py --run handbook-short-answers"):
+    with pytest.raises(FileNotFoundError, match=r"`python setup/run_saved.py --run handbook-short-answers`"):
         load_item_run("handbook-short-answers", tmp_path)
 
 
@@ -79,10 +79,11 @@ def test_tokens_survive_the_round_trip():
     assert decode_tokens(json.loads(json.dumps(encode_tokens(tokens)))) == tokens
 
 
-def test_every_run_has_a_recording_to_replay_and_the_shared_questions_are_stable():
-    names = list(RUNS)
+def test_every_question_run_has_a_recording_to_replay_and_the_shared_questions_are_stable():
+    names = [run.name for run in RUNS if run.family == "questions"]
+    assert names == list(QUESTION_RUNS)
     assert names.index("assistant-dev-fit") < min(names.index("assistant-test"), names.index("assistant-test-past-boundary"))
-    assert all(run.recordings for run in RUNS.values())
+    assert all(saved_run(name).recordings for name in names)
     questions = short_answer_questions()
     assert len(questions) == 60 and questions["id"].is_monotonic_increasing
     assert (questions["answer"].str.len() <= 20).all() and (questions["type"] == "answerable").all()
@@ -147,7 +148,7 @@ def test_an_item_run_killed_mid_line_is_repaired_by_the_writer_only(tmp_path):
 
 
 def test_reply_kind_tells_listed_labels_from_invented_ones():
-    from lib.question_runs import reply_kind
+    from lib.saved_runs.questions import reply_kind
 
     codes = {"A-A": "card_arrival", "B-C": "top_up_failed"}
     assert reply_kind(" B-C\n", codes) == ("listed code", "top_up_failed")
@@ -159,12 +160,13 @@ def test_reply_kind_tells_listed_labels_from_invented_ones():
 
 
 def test_every_saved_run_names_the_notebooks_it_serves():
-    assert RUNS["banking77-grammar-vs-free"].recordings == ("06-grammars",)
+    assert saved_run("banking77-grammar-vs-free").recordings == ("06-grammars",)
+    assert saved_run("banking77-grammar-vs-free").notebooks == ("06",)
 
 
 def test_notebook_05_runs_replay_its_recordings_and_decide_each_message_both_ways():
     for name in ("banking77-routed-codes", "banking77-injection", "clinc150-injection"):
-        assert RUNS[name].recordings == ("06-grammars",)
+        assert saved_run(name).recordings == ("06-grammars",)
     for task, n in (("banking77", 6), ("clinc150", 5)):
         items = injection_items(task)
         assert len(items) == 2 * n and [item["version"] for item in items[:2]] == ["as sent", "injected"]

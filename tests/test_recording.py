@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from lib.llm import BackendConfig
-from lib.openai_compatible import ServerUnavailableError
-from lib.recording import (CombinedRecordings, RecordedLLM, RecordingBusyError, RecordingMissingError, RecordingStore,
-                           create_backend, discard_abandoned, discard_pending, finish_pending,
-                           pending_path, recording_lock, request_key)
+from lib.backends.factory import BackendConfig
+from lib.backends.openai_compatible import ServerUnavailableError
+from lib.backends.factory import create_backend
+from lib.recording import (CombinedRecordings, discard_abandoned, discard_pending, finish_pending, pending_path,
+                           RecordedLLM, recording_lock, RecordingBusyError, RecordingMissingError, RecordingStore,
+                           request_key)
 from lib.settings import mode_setting
 
 REPO = Path(__file__).resolve().parent.parent
@@ -273,7 +274,7 @@ WRITER = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from lib.llm import BackendConfig
+from lib.backends.factory import BackendConfig
 from lib.recording import RecordedLLM, RecordingStore, finish_pending
 
 folder, name, calls, paused, resume = Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]

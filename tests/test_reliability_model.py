@@ -54,7 +54,7 @@ def damaged_copy(tmp_path_factory):
 
 @pytest.mark.slow  # copies the 1.1 GB model and loads the damaged copy: a second model of its own
 def test_a_damaged_gguf_fails_the_load_time_sanity_probe(damaged_copy, monkeypatch):
-    from lib.llm import EmbeddedLLM
+    from lib.backends.embedded import EmbeddedLLM
 
     monkeypatch.setenv("WORKBOOK_MODEL_PATH", str(damaged_copy))
     with pytest.raises(ModelFileError, match=rf"{damaged_copy.name} failed the load-time sanity check"):
@@ -62,7 +62,7 @@ def test_a_damaged_gguf_fails_the_load_time_sanity_probe(damaged_copy, monkeypat
 
 
 def test_the_genuine_model_passes_the_probe_with_the_known_answer(embedded):
-    from lib.llm import SANITY_PINNED_ANSWER, SANITY_PINNED_MIN_LOGPROB, SANITY_PROMPT
+    from lib.backends.embedded import SANITY_PINNED_ANSWER, SANITY_PINNED_MIN_LOGPROB, SANITY_PROMPT
 
     top = embedded.next_token_logprobs(SANITY_PROMPT, top_k=1).top[0]
     assert top[0] == SANITY_PINNED_ANSWER and top[1] > SANITY_PINNED_MIN_LOGPROB[DEFAULT_MODEL.name]

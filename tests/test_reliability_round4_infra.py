@@ -28,13 +28,14 @@ import nbformat
 import numpy as np
 import pytest
 
-import lib.results_store as results_store
+import lib.saved_runs.store as results_store
 from lib.embeddings import SavedEmbeddings
-from lib.llm import BackendConfig
-from lib.openai_compatible import MAX_REPLY_BYTES, OpenAICompatibleLLM, ServerError
-from lib.recording import RecordedLLM, RecordingStore, create_backend
-from lib.results_store import ResultsStore
-from lib.runs import load_item_run, run_items
+from lib.backends.factory import BackendConfig
+from lib.backends.openai_compatible import MAX_REPLY_BYTES, OpenAICompatibleLLM, ServerError
+from lib.backends.factory import create_backend
+from lib.recording import RecordedLLM, RecordingStore
+from lib.saved_runs.store import ResultsStore
+from lib.saved_runs.items import load_item_run, run_items
 from lib.settings import MAX_URL_CHARS, check_base_url, server_settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,7 +57,7 @@ WRITER = """
 import os, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from lib.results_store import ResultsStore
+from lib.saved_runs.store import ResultsStore
 store = ResultsStore(Path(sys.argv[2]), "python make_run.py", {"row": ("i", "p"), "failure": ("i", "error")})
 with store.writing({"run": "run", "model": "m1", "fingerprint": "f1"}, ("model", "fingerprint")) as (content, append):
     for i in range(int(sys.argv[3])):
@@ -176,7 +177,7 @@ def test_a_read_only_folder_is_reported_and_reading_still_works(tmp_path, monkey
 def test_a_file_whose_header_names_another_run_is_refused(tmp_path):
     def write(name: str) -> Path:
         return run_items(name, ["a", "b"], lambda i, item: {"text": item}, model="m", backend="b",
-                         settings={"prompt": "p"}, mode="replay", command=f"make {name}", results_dir=tmp_path,
+                         settings={"prompt": "p"}, mode="replay", results_dir=tmp_path,
                          progress=False)
 
     shutil.copy(write("asking-first"), tmp_path / "asking-second.jsonl")  # copied over another run's name
@@ -405,7 +406,7 @@ def test_recordings_and_saved_runs_never_hold_the_key(serve, tmp_path, monkeypat
         (llm.info() if method == "info" else llm.chat(MESSAGES, max_tokens=3, top_logprobs=1))
         llm.finish_recording()
         run_items(f"secret-{method}", [1], lambda i, item, llm=llm: {"text": repr(llm.config)}, model="openai:m",
-                  backend="openai", settings={"config": repr(config)}, mode="live", command="c",
+                  backend="openai", settings={"config": repr(config)}, mode="live",
                   results_dir=tmp_path / "results", progress=False)
     written = "".join(path.read_text(encoding="utf-8") for path in tmp_path.glob("*/*.jsonl"))
     assert "secret-info" in written and "hi" in written and SECRET not in written

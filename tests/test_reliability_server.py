@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lib.llm import CapabilityError
-from lib.openai_compatible import OpenAICompatibleLLM, ServerError, sized_deadline
+from lib.backends.protocol import CapabilityError
+from lib.backends.openai_compatible import OpenAICompatibleLLM, ServerError, sized_deadline
 from lib.settings import timeout_setting
 
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -101,7 +101,7 @@ def test_a_trickling_server_hits_the_whole_request_deadline(serve, monkeypatch):
 def test_without_a_setting_the_deadline_grows_with_the_request(serve, monkeypatch):
     """A full-list decision (a 77-intent prompt) gets minutes without any setting; a stuck server
     still fails a short request with an error that says the deadline was sized and how to set one."""
-    import lib.openai_compatible as openai_compatible
+    import lib.backends.openai_compatible as openai_compatible
 
     monkeypatch.delenv("WORKBOOK_TIMEOUT", raising=False)
     assert timeout_setting() is None and OpenAICompatibleLLM("http://127.0.0.1:9/v1", "m").timeout is None
@@ -199,7 +199,7 @@ def test_every_documented_server_command_gives_the_context_size():
     import re
     from pathlib import Path
 
-    from lib.openai_compatible import ServerUnavailableError
+    from lib.backends.openai_compatible import ServerUnavailableError
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     commands = re.findall(r"python -m llama_cpp\.server [^`]*", readme)

@@ -1,8 +1,9 @@
-"""lib.results_store: the one reader and writer of saved runs, tried through all three of its users.
+"""lib.saved_runs.store: the one reader and writer of saved runs, tried through three of its users.
 
-Every rule is checked on a split run (`lib.runs.run_split` / `load_results`), an item run
-(`lib.runs.run_items` / `load_item_run`) and a committee run (`lib.extraction.run_committee_cases` /
-`load_committee_run`), since each used to keep its own copy of them (issue 24, items 3, 7 and 14).
+Every rule is checked on a split run (`lib.saved_runs.decisions.run_split` / `load_results`), an item
+run (`lib.saved_runs.items.run_items` / `load_item_run`) and a committee run
+(`lib.saved_runs.committees.run_committee_cases` / `load_committee_run`), since each used to keep its
+own copy of them (issue 24, items 3, 7 and 14).
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from typing import Callable
 
 import pytest
 
-from lib.extraction import load_committee_run, run_committee_cases
-from lib.runs import load_item_run, load_results, results_path, run_is_complete, run_items, run_split
+from lib.saved_runs.committees import load_committee_run, run_committee_cases
+from lib.saved_runs.decisions import load_results, results_path, run_is_complete, run_split
+from lib.saved_runs.items import load_item_run, run_items
 from test_extraction import DESCRIPTION, KIM, reply
 from test_runs import FakeDecider
 from tests.test_grounding import FakeLLM, completion
@@ -44,15 +46,14 @@ def _items_write(folder: Path, n: int) -> tuple[Path, int]:
     computed = []
     path = run_items("demo", [f"item {k}" for k in range(n)], lambda i, item: computed.append(i) or {"text": item},
                      model="fake", backend="fake", settings={"prompt": "p"}, mode="replay",
-                     command="python setup/run_question_runs.py --run demo", results_dir=folder, progress=False)
+                     results_dir=folder, progress=False)
     return path, len(computed)
 
 
 def _committees_write(folder: Path, n: int) -> tuple[Path, int]:
     llm = FakeLLM(*[completion(reply(KIM)) for _ in range(n)])
     cases = [{"id": f"case-{k}", "description": DESCRIPTION, "home_department": "Computer Science"} for k in range(n)]
-    path = run_committee_cases(llm, "one-call", cases, header={"model": "fake", "fingerprint": "abc", "command": "c"},
-                               path=folder / "committees-one-call.jsonl", progress=False)
+    path = run_committee_cases(llm, "one-call", cases, results_dir=folder, progress=False)
     return path, len(llm.requests)
 
 
@@ -165,7 +166,7 @@ def test_a_line_that_is_not_utf8_names_the_file_and_the_line(run, tmp_path):
 
 
 def test_a_torn_multibyte_character_in_the_last_line_is_torn_not_damaged(tmp_path):
-    from lib.results_store import ResultsStore
+    from lib.saved_runs.store import ResultsStore
 
     store = ResultsStore(tmp_path / "run.jsonl", "make it", {"row": ("i", "text")})
     store.start({"model": "m"}, checked=("model",))
@@ -180,7 +181,7 @@ def test_a_torn_multibyte_character_in_the_last_line_is_torn_not_damaged(tmp_pat
 
 
 def test_the_writer_refuses_to_append_an_incomplete_row(tmp_path):
-    from lib.results_store import ResultsStore
+    from lib.saved_runs.store import ResultsStore
 
     store = ResultsStore(tmp_path / "run.jsonl", "make it", {"row": ("i", "text")})
     store.start({"model": "m"}, checked=("model",))
@@ -194,7 +195,7 @@ def test_the_writer_refuses_to_append_an_incomplete_row(tmp_path):
 
 
 def test_a_read_of_a_missing_file_is_empty_and_writes_nothing(tmp_path):
-    from lib.results_store import ResultsStore
+    from lib.saved_runs.store import ResultsStore
 
     store = ResultsStore(tmp_path / "none" / "run.jsonl", "make it", {"row": ("i",)})
     assert store.read().header is None and not store.read().rows
@@ -207,7 +208,7 @@ def test_a_read_of_a_missing_file_is_empty_and_writes_nothing(tmp_path):
 def test_a_second_writer_of_the_same_run_stops_at_once_and_writes_nothing(run, tmp_path):
     import os
 
-    from lib.results_store import LOCK_SUFFIX, RunBusyError, exclusive_lock
+    from lib.saved_runs.store import exclusive_lock, LOCK_SUFFIX, RunBusyError
 
     path, _ = run.write(tmp_path, 1)
     before = path.read_bytes()
@@ -222,7 +223,7 @@ def test_a_second_writer_of_the_same_run_stops_at_once_and_writes_nothing(run, t
 
 
 def test_the_writer_lock_is_per_file(tmp_path):
-    from lib.results_store import ResultsStore
+    from lib.saved_runs.store import ResultsStore
 
     first = ResultsStore(tmp_path / "first.jsonl", "make first", {"row": ("i",)})
     second = ResultsStore(tmp_path / "second.jsonl", "make second", {"row": ("i",)})

@@ -13,17 +13,10 @@ from sklearn.exceptions import NotFittedError
 
 from lib.indexes import DenseIndex, chunk_by_heading
 from lib.intervals import binomial_interval
-from lib.retrieval import (
-    Gate,
-    RetrievalGate,
-    Scope,
-    boundary_scores,
-    precision_recall_intervals,
-    retrieval_features,
-    roc_points,
-    route_many,
-)
-from lib.routing import Action
+from lib.retrieval import (RetrievalGate, Scope, boundary_scores, precision_recall_intervals, retrieval_features,
+                           roc_points, route_many)
+from lib.selective import Gate
+from lib.actions import Action
 from test_indexes import FixedIndex, fake_embed, sections, stub_chunk  # noqa: F401 (sections is a fixture)
 
 # --------------------------------------------------------------------------- gates

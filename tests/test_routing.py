@@ -12,18 +12,9 @@ from scipy.special import softmax
 from sklearn.exceptions import NotFittedError
 
 from lib.calibration import HistogramBinningCalibrator, IsotonicCalibrator, PlattCalibrator
-from lib.routing import (
-    ConformalClassifier,
-    CostThresholds,
-    Action,
-    ThresholdRouter,
-    cost_thresholds,
-    coverage,
-    mean_set_size,
-    outcomes,
-    route_by_thresholds,
-    set_router,
-)
+from lib.actions import Action
+from lib.routing import (ConformalClassifier, cost_thresholds, CostThresholds, coverage, mean_set_size, outcomes,
+                         route_by_thresholds, set_router, ThresholdRouter)
 
 ACT, ASK, HAND_OVER = Action.ACT, Action.ASK, Action.HAND_OVER
 

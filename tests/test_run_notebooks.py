@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
-from lib.llm import BackendConfig
+from lib.backends.factory import BackendConfig
 from lib.recording import RecordedLLM, RecordingStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ class _Tokenizer:
 def _notebook(folder: Path, name: str, recordings: Path, calls: int, then: str = "") -> Path:
     """A notebook that records `calls` tokenize calls into `recordings/<name>.jsonl`, then runs `then`."""
     setup = (f"import sys, time\nfrom pathlib import Path\nsys.path.insert(0, {str(REPO)!r})\n"
-             "from lib.llm import BackendConfig\nfrom lib.recording import RecordedLLM, RecordingStore\n"
+             "from lib.backends.factory import BackendConfig\nfrom lib.recording import RecordedLLM, RecordingStore\n"
              "from lib.settings import mode_setting\n\n"
              "class Tokenizer:\n    def tokenize(self, text):\n        return text.split()\n\n"
              f"llm = RecordedLLM(BackendConfig('embedded'), Tokenizer, RecordingStore({name!r}, "

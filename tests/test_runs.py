@@ -12,9 +12,9 @@ from sklearn.exceptions import NotFittedError
 from lib.calibration import brier, ece, nll
 from lib.datasets import OUT_OF_SCOPE
 from lib.decisions import IntentDecision, DecisionStep
-from lib.runs import (METHODS, ResultsTemperatureScaling, complete_methods, confidence_signals, load_results, load_split, option_scores,
-                      processing_order, results_header, results_path, run_is_complete, run_progress, run_split,
-                      run_table)
+from lib.saved_runs.decisions import (complete_methods, confidence_signals, load_results, load_split, METHODS,
+                                      option_scores, processing_order, results_header, results_path,
+                                      ResultsTemperatureScaling, run_is_complete, run_progress, run_split, run_table)
 
 
 class FakeDecider:
@@ -110,7 +110,7 @@ def test_load_results_columns(tmp_path):
 
 
 def test_missing_results_say_how_to_make_them(tmp_path):
-    with pytest.raises(FileNotFoundError, match="run_results.py --task clinc150 --method knn --split test"):
+    with pytest.raises(FileNotFoundError, match="python setup/run_saved.py --run clinc150-knn-test"):
         load_results("clinc150", "test", "knn", tmp_path)
 
 
@@ -268,7 +268,7 @@ def test_the_runner_refuses_a_limit_that_is_not_positive(limit):
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    done = subprocess.run([sys.executable, str(root / "setup" / "run_results.py"), "--method", "knn",
+    done = subprocess.run([sys.executable, str(root / "setup" / "run_saved.py"), "--run", "banking77-knn-test",
                            "--limit", limit], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "--limit: must be a positive integer" in done.stderr

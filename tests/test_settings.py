@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from lib.llm import BackendConfig, EmbeddedLLM
+from lib.backends.embedded import EmbeddedLLM
+from lib.backends.factory import BackendConfig
 from lib.model_file import ModelFileError, cache_dir, configured_model
-from lib.openai_compatible import OpenAICompatibleLLM
+from lib.backends.openai_compatible import OpenAICompatibleLLM
 from lib.recording import get_llm
 from lib.settings import (MODES, backend_setting, cache_dir_setting, check_base_url, mode_setting,
                           model_path_setting, numeric_setting, run_id_setting, server_settings, timeout_setting)
@@ -187,8 +188,8 @@ ALLOWED_WRITES = {
 }
 """(file, variable) of each change to this process's environment, made for the child processes
 it starts; a script that wants another setting for itself passes it as an argument instead."""
-NOT_CHECKED = {"setup/load_test.py", "setup/llama_server.py"}
-"""Scripts that read nothing from the environment themselves (llama_server asks lib.settings)."""
+NOT_CHECKED = {"setup/load_test.py", "lib/backends/server.py"}
+"""Modules that read nothing from the environment themselves (the server launcher asks lib.settings)."""
 
 
 def _is_environ(node: ast.AST) -> bool:
@@ -242,7 +243,7 @@ def environment_use(source: str) -> tuple[list[str], list[str]]:
 
 def test_only_lib_settings_reads_workbook_variables():
     reads, writes = {}, set()
-    for path in sorted([*(REPO / "lib").glob("*.py"), *(REPO / "setup").glob("*.py")]):
+    for path in sorted([*(REPO / "lib").rglob("*.py"), *(REPO / "setup").glob("*.py")]):
         name = path.relative_to(REPO).as_posix()
         if name == "lib/settings.py" or name in NOT_CHECKED:
             continue

@@ -4,7 +4,8 @@ from __future__ import annotations
 from conftest import hand_labels
 
 from lib.datasets import CORPUS_DIR, load_questions
-from lib.question_runs import SILENT_CORPUS, load_run
+from lib.saved_runs.items import load_run
+from lib.saved_runs.questions import SILENT_CORPUS
 
 LABELS_PATH = CORPUS_DIR / "silent_corpus_labels.jsonl"
 ALLOWED = {"declined", "invented", "other"}

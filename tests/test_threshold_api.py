@@ -5,7 +5,9 @@ Each estimator is run through the same checks: the constructor only stores its p
 `reached_` and `fitted_on_`; what it accepts has shape (n,) and reaches the target on the
 fitting data; an unreachable target gives `reached_ = False` and accepts nothing, without a
 warning; a fixed threshold given as a parameter is used as is, and `reached_` then says whether
-it reaches the target.
+it reaches the target. All share one base, `lib.selective.ThresholdEstimator`, whose `fitter`
+chooses the threshold (by default `fit_threshold`; `lib.guarantees.fit_guaranteed_threshold` for a
+promise that holds on new data); RetrievalGate's pair search is its own rule.
 """
 from __future__ import annotations
 
@@ -21,9 +23,12 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from lib.assistant import SupportModel
-from lib.retrieval import Gate, RetrievalGate
-from lib.routing import Action, ThresholdRouter
-from lib.selective import target_reached
+from lib.retrieval import RetrievalGate
+from lib.actions import Action
+from lib.routing import ThresholdRouter
+from lib.guarantees import fit_guaranteed_threshold
+from lib.selective import Gate, target_reached
+from lib.selective import ThresholdEstimator as EstimatorBase
 
 
 @dataclass(frozen=True)
@@ -130,3 +135,35 @@ def test_a_fixed_threshold_is_used_as_given_and_measured(case, target):
     accepted = spec.accepts(estimator, inputs)
     np.testing.assert_array_equal(accepted, spec.score(estimator, inputs) >= FIXED)
     assert estimator.reached_ is target_reached(accepted, correct, target)
+
+
+FITTED_BY_A_FITTER = [case for case in ESTIMATORS if case != "RetrievalGate"]
+
+
+@CASES
+def test_every_estimator_shares_the_one_base(case):
+    assert isinstance(ESTIMATORS[case].make(), EstimatorBase)
+
+
+@pytest.mark.parametrize("case", FITTED_BY_A_FITTER)
+def test_a_guaranteed_fitter_sets_the_threshold_it_promises(case):
+    """With `fitter=fit_guaranteed_threshold` the threshold is the guaranteed one on the estimator's
+    own score, higher than the point estimate's (40 rows promise less than they show)."""
+    spec = ESTIMATORS[case]
+    scores, correct = data()
+    inputs = spec.inputs(scores)
+    point = fit(spec.make(target_precision=0.6), inputs, correct)
+    guaranteed = fit(spec.make(target_precision=0.6, fitter=fit_guaranteed_threshold), inputs, correct)
+    expected = fit_guaranteed_threshold(spec.score(guaranteed, inputs), correct, 0.6)
+    assert math.isfinite(expected) and spec.threshold(guaranteed) == expected
+    assert spec.threshold(guaranteed) > spec.threshold(point)
+    assert guaranteed.reached_ is True
+
+
+@pytest.mark.parametrize("case", FITTED_BY_A_FITTER)
+def test_a_fitter_that_is_not_a_function_is_refused_in_fit(case):
+    spec = ESTIMATORS[case]
+    estimator = spec.make(fitter=0.9)  # stored as given
+    scores, correct = data()
+    with pytest.raises(TypeError, match="fitter must be a function"):
+        fit(estimator, spec.inputs(scores), correct)

@@ -1,4 +1,4 @@
-"""The tool loop, its schema and grammar, the tools, and the verdict relay (lib.tools, lib.tool_runs)."""
+"""The tool loop, its schema and grammar, the tools, and the verdict relay (lib.tools, lib.saved_runs.tools)."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,8 @@ from conftest import ScriptedLLM
 from lib.grammar import check_grammar
 from lib.indexes import Chunk, DenseIndex
 from lib.rules import RULE_NAMES
-from lib.tool_runs import (NO_MORE_DETAILS, conversation_from_row, conversation_row, load_tool_cases,
-                           score_conversation, simulated_user)
+from lib.saved_runs.tools import (conversation_from_row, conversation_row, load_tool_cases, NO_MORE_DETAILS,
+                                  score_conversation, simulated_user)
 from lib.tools import (FINAL_ANSWER, OUTCOMES, FinalArguments, action_schema, check_committee_tool, code_verdict,
                        parse_action, relay_errors, run_tools, search_handbook_tool, stated_verdict,
                        tools_system_prompt, verdict_sentence)
@@ -256,12 +256,11 @@ def test_one_turn_on_a_real_server_equals_the_embedded_models(served, embedded):
     assert remote.steps[0].action.arguments.query == local.steps[0].action.arguments.query
 
 
-def test_a_missing_saved_run_names_the_script_that_makes_it(tmp_path):
-    from lib.runs import load_item_run
+def test_a_missing_saved_run_names_the_command_that_makes_it(tmp_path):
+    from lib.saved_runs.items import load_item_run
 
-    for name, script in [("tools-conversations", "setup/run_tools.py"), ("asking-handbook", "setup/run_asking.py"),
-                         ("handbook-short-answers", "setup/run_question_runs.py")]:
-        with pytest.raises(FileNotFoundError, match=f"python {script} --run {name}"):
+    for name in ("tools-conversations", "asking-handbook", "handbook-short-answers"):
+        with pytest.raises(FileNotFoundError, match=f"python setup/run_saved.py --run {name}"):
             load_item_run(name, tmp_path)
 
 
@@ -269,8 +268,8 @@ def test_the_notebooks_conversation_replays_as_the_saved_run_made_it(minilm):
     """Notebook 05's live conversation, replayed from its recording of the embedded model, takes the
     same turns as the saved run's conversation of the same case: one loop, one model, one record."""
     from lib import get_llm
-    from lib.runs import load_item_run
-    from lib.tool_runs import course_tools, handbook_index
+    from lib.saved_runs.items import load_item_run
+    from lib.saved_runs.tools import course_tools, handbook_index
 
     llm = get_llm("05-tool-calls", mode="replay")
     tools = course_tools(handbook_index(minilm))

@@ -1,12 +1,13 @@
-"""Run a decider over a whole split once, save every decision, and read the results back.
+"""The saved decision runs: a decider over a whole split, every decision saved, and what the notebooks read of them.
 
-Notebooks 08, 09 and 11-17 analyse decisions on thousands of messages; making them live would take
-hours, so `run_split` runs them once (setup/run_results.py) and saves one JSON line per
-message in data/results/{task}-{method}-{split}.jsonl. The file starts with a header line
-naming the model, backend, library versions, prompt fingerprint and settings that produced
-it. A run is resumable: it appends, and skips the rows already in the file, so an
-interrupted run continues where it stopped and ends with the same file as an uninterrupted
-one. A file written with another model or prompt is never mixed in: resuming it raises.
+Notebooks 07-09 and 11-17 analyse decisions on thousands of messages; making them live would take
+hours, so `run_split` runs them once (`python setup/run_saved.py --run banking77-full-test`, one
+run per task, method and split: `decision_runs`) and saves one JSON line per message in
+data/results/{task}-{method}-{split}.jsonl. The file starts with a header line naming the model,
+backend, library versions, prompt fingerprint and settings that produced it. A run is resumable:
+it appends, and skips the rows already in the file, so an interrupted run continues where it
+stopped and ends with the same file as an uninterrupted one. A file written with another model
+or prompt is never mixed in: resuming it raises.
 
 `load_results` returns a DataFrame with text, label, pred, confidence, correct and the
 per-option probabilities, one row per message in split order. What the notebooks need to
@@ -14,11 +15,9 @@ choose and read runs lives here too, so every notebook follows one rule: `run_ta
 each run got), `complete_methods` (the methods whose runs reached every message),
 `confidence_signals` and `CONFIDENCE_KINDS` (knn's confidence is a margin, not a probability),
 `option_scores` (each step's option scores) and `ResultsTemperatureScaling` (temperature
-scaling of a saved run, step by step), and the method names once (`METHODS`, `LLM_METHODS`, `BASELINE_METHODS`, taken from the deciders themselves).
-
-`run_items` and `load_item_run` keep the same discipline (header, resumable rows, never mixed)
-for the smaller runs over a list of items that notebooks 07, 08, 10 and 18 read (`lib.question_runs`).
-Both read and write their files through `lib.results_store`, the one owner of those rules.
+scaling of a saved run, step by step), and the method names once (`METHODS`, `LLM_METHODS`,
+`BASELINE_METHODS`, taken from the deciders themselves). Files are read and written through
+`lib.saved_runs.store`, the one owner of those rules.
 """
 from __future__ import annotations
 
@@ -32,22 +31,26 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from lib import datasets
+from lib.backends.common import library_versions
+from lib.backends.openai_compatible import ServerUnavailableError
+from lib.backends.protocol import LLM
 from lib.calibration import TemperatureScaling, brier, ece, nll, softmax_at_temperature
 from lib.checks import check_positive_int, require_fitted
-from lib.datasets import OUT_OF_SCOPE
+from lib.datasets import OUT_OF_SCOPE, LabelGroups, load_label_groups
 from lib.decisions import (Debias, Decider, IntentDecision, FullListDecider, LogRegDecider, NearestNeighbourDecider,
                            ShortlistDecider, shortlist_probabilities)
-from lib.hashing import fingerprint
+from lib.embeddings import EMBEDDING_MODEL
 from lib.indexes import IntentRetriever
-from lib.llm import library_versions
-from lib.results_store import RESULTS_DIR, ResultsStore, remake_command
+from lib.saved_runs.items import Producer, RunOptions, progress_bar
+from lib.saved_runs.store import RESULTS_DIR, ResultsStore, Row, run_command
 
 __all__ = [
     "TASKS", "SPLITS", "LLM_METHODS", "BASELINE_METHODS", "METHODS", "CONFIDENCE_KINDS", "ORDER_SEED", "BATCH",
-    "load_split", "training_pool", "make_decider", "results_path", "decision_row", "failure_row",
+    "load_split", "training_pool", "make_decider", "results_name", "results_path", "decision_row", "failure_row",
     "MAX_FAILURES_IN_A_ROW", "run_split", "processing_order", "run_progress", "run_is_complete", "run_table",
     "complete_methods", "confidence_signals", "results_header", "load_results", "LOG_FLOOR", "OptionScores",
-    "option_scores", "ResultsTemperatureScaling", "ITEM_RUN_MODES", "item_run_path", "run_items", "load_item_run",
+    "option_scores", "ResultsTemperatureScaling", "DECISION_RUNS", "decision_producer",
 ]
 
 TASKS = ("banking77", "clinc150")
@@ -72,8 +75,6 @@ _HEADER_CHECKED = ("task", "split", "method", "model", "fingerprint")
 def load_split(task: str, split: str) -> pd.DataFrame:
     """The messages of a split (`text`, `label`), in a fixed order: BANKING77 calibration (770) or
     test (3,080); CLINC150 calibration (850) or test (1,000), both with out-of-scope rows."""
-    from lib import datasets
-
     loaders: dict[tuple[str, str], Callable[[], pd.DataFrame]] = {
         ("banking77", "calibration"): datasets.banking77_calibration_split,
         ("banking77", "test"): lambda: datasets.load_banking77("test"),
@@ -87,22 +88,19 @@ def load_split(task: str, split: str) -> pd.DataFrame:
 
 def training_pool(task: str) -> pd.DataFrame:
     """Training messages outside the calibration split: what retrievers and baselines may use."""
-    from lib import datasets
-
     pools = {"banking77": datasets.banking77_pool, "clinc150": datasets.clinc150_pool}
     if task not in pools:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     return pools[task]()
 
 
-def make_decider(task: str, method: str, llm: Any = None, **options: Any) -> Decider:
-    """The decider used for the saved results: `method` on `task`, with the live model for LLM methods.
+def make_decider(task: str, method: str, llm: LLM | None = None, **options: Any) -> Decider:
+    """The decider used for the saved results: `method` on `task`, asking `llm` for the LLM methods.
 
     `options` go to the decider's constructor (e.g. n_orders=3 for the shortlist). CLINC150's
-    shortlist gets a "none of these" option, answered as out-of-scope.
+    shortlist gets a "none of these" option, answered as out-of-scope. The baselines need no `llm`;
+    an LLM method without one raises ValueError.
     """
-    from lib.datasets import load_label_groups
-
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     pool = training_pool(task)
@@ -112,23 +110,27 @@ def make_decider(task: str, method: str, llm: Any = None, **options: Any) -> Dec
     if method == NearestNeighbourDecider.method:
         return NearestNeighbourDecider(retriever, **options)
     if llm is None:
-        from lib import get_llm
-        llm = get_llm()
+        raise ValueError(f"the {method} decider asks a language model: pass llm (e.g. lib.get_llm())")
     if method == FullListDecider.method:
         return FullListDecider(llm, load_label_groups(task), **options)
     options.setdefault("none_option", task == "clinc150")
     return ShortlistDecider(llm, retriever, load_label_groups(task), **options)
 
 
+def results_name(task: str, split: str, method: str) -> str:
+    """The saved run of `method` on a split: {task}-{method}-{split}."""
+    return f"{task}-{method}-{split}"
+
+
 def results_path(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> Path:
-    return Path(results_dir) / f"{task}-{method}-{split}.jsonl"
+    """The file of that saved run: data/results/{task}-{method}-{split}.jsonl."""
+    return Path(results_dir) / f"{results_name(task, split, method)}.jsonl"
 
 
-def _model_identity(decider: Decider) -> dict[str, Any]:
+def _model_identity(decider: Decider) -> Row:
     """Which model produced the decisions: the LLM's identity, or MiniLM for the baselines."""
     llm = getattr(decider, "llm", None)
     if llm is None:
-        from lib.embeddings import EMBEDDING_MODEL
         return {"model": EMBEDDING_MODEL, "backend": "local"}
     return {"model": llm.identity, "backend": llm.backend_name}
 
@@ -148,10 +150,10 @@ def _store(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) 
 
 
 def _command(task: str, split: str, method: str, results_dir: Path) -> str:
-    return remake_command(f"python setup/run_results.py --task {task} --method {method} --split {split}", results_dir)
+    return run_command(results_name(task, split, method), Path(results_dir))
 
 
-def decision_row(index: int, text: str, label: str, decision: IntentDecision) -> dict[str, Any]:
+def decision_row(index: int, text: str, label: str, decision: IntentDecision) -> Row:
     """One compact JSON-ready line: the message, its gold label and the decision (as `pred`)."""
     fields = asdict(decision)
     fields["pred"] = fields.pop("label")
@@ -160,7 +162,7 @@ def decision_row(index: int, text: str, label: str, decision: IntentDecision) ->
             "correct": decision.label == label}
 
 
-def failure_row(index: int, text: str, label: str, error: Exception) -> dict[str, Any]:
+def failure_row(index: int, text: str, label: str, error: Exception) -> Row:
     """The line saved for a message the decider could not decide: the message and the error."""
     return {"kind": "failure", "i": index, "text": text, "label": label,
             "error": f"{type(error).__name__}: {error}"}
@@ -170,7 +172,7 @@ MAX_FAILURES_IN_A_ROW = 5
 """`run_split` stops after this many consecutive failures: the model or server is broken, not a message."""
 
 
-def run_split(task: str, split: str, method: str, *, decider: Decider | None = None, llm: Any = None,
+def run_split(task: str, split: str, method: str, *, decider: Decider | None = None, llm: LLM | None = None,
               limit: int | None = None, workers: int = 1, results_dir: Path = RESULTS_DIR,
               progress: bool = True, retry_failures: bool = False, **options: Any) -> Path:
     """Decide every message of a split (or `limit` of them), appending to the results file.
@@ -187,12 +189,10 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
     server's context, a server error, a server that gives no probabilities to decide on) is
     saved as a failure row with the error, never as a made-up confidence, and the run goes on; a resume skips it unless `retry_failures`. MAX_FAILURES_IN_A_ROW failures in a
     row stop the run, as does a server that does not answer. The file is written by its
-    `lib.results_store.ResultsStore`: only ever appended to, a file without its header or with
+    `lib.saved_runs.store.ResultsStore`: only ever appended to, a file without its header or with
     other settings refused, and an unfinished last line left by a kill the only thing removed
     (with a warning). Returns the path of the results file.
     """
-    from lib.openai_compatible import ServerUnavailableError
-
     if limit is not None:
         check_positive_int(limit, "limit")
     frame = load_split(task, split)
@@ -211,7 +211,7 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
         settled = set(content.rows) if retry_failures else set(content.rows) | set(content.failures)
         todo = [i for i in order if i not in settled]
         texts, labels = frame["text"].tolist(), frame["label"].tolist()
-        bar = _progress(len(order), len(order) - len(todo), f"{task} {method} {split}", progress)
+        bar = progress_bar(len(order), len(order) - len(todo), f"{task} {method} {split}", progress)
         failed_in_a_row, failed = 0, 0
 
         def decide(i: int) -> IntentDecision | Exception:
@@ -235,7 +235,7 @@ def run_split(task: str, split: str, method: str, *, decider: Decider | None = N
             if failed_in_a_row >= MAX_FAILURES_IN_A_ROW:
                 raise RuntimeError(f"{MAX_FAILURES_IN_A_ROW} messages in a row failed, the last with {row['error']}; "
                                    f"stopping the run. Fix the cause, then resume with retry_failures "
-                                   f"(setup/run_results.py --retry-failures)")
+                                   f"(`{store.command} --retry-failures`)")
 
         try:
             if hasattr(decider, "decide_many"):  # baselines: embed a batch at a time, save after each batch
@@ -268,12 +268,6 @@ def processing_order(n_messages: int, seed: int = ORDER_SEED) -> list[int]:
 def run_progress(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> tuple[int, int]:
     """(messages decided, messages in the split) for a results file; (0, n) when it does not exist."""
     return len(_store(task, split, method, results_dir).read().rows), len(load_split(task, split))
-
-
-def _progress(total: int, initial: int, description: str, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, desc=description, disable=not enabled, smoothing=0.05)
 
 
 def run_is_complete(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> bool:
@@ -317,7 +311,7 @@ def confidence_signals(frame: pd.DataFrame, method: str) -> dict[str, tuple[np.n
             f"{method} (similarity)": (frame["similarity"].to_numpy(float), correct)}
 
 
-def results_header(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> dict[str, Any]:
+def results_header(task: str, split: str, method: str, results_dir: Path = RESULTS_DIR) -> Row:
     """The header of a results file: model, backend, versions, prompt fingerprint, date."""
     header = _store(task, split, method, results_dir).read().header
     if header is None:
@@ -384,7 +378,7 @@ def load_results(task: str, split: str, method: str, results_dir: Path = RESULTS
     return frame
 
 
-def _shortlist_variants(row: dict[str, Any]) -> dict[str, Any]:
+def _shortlist_variants(row: Row) -> Row:
     """The shortlist decision before and after each position-bias correction.
 
     With a "none of these" option there is a fourth variant, "calibrated_intents": contextual
@@ -397,7 +391,7 @@ def _shortlist_variants(row: dict[str, Any]) -> dict[str, Any]:
         "first": ("none", None), "permuted": ("permute", None), "calibrated": ("calibrate", None)}
     if none_offered.any():
         variants["calibrated_intents"] = ("calibrate", none_offered)
-    out: dict[str, Any] = {}
+    out: Row = {}
     for name, (debias, keep) in variants.items():
         if debias == "calibrate" and content_free is None:
             continue
@@ -434,7 +428,7 @@ def _index_or_minus_one(options: Sequence[str], item: str) -> int:
     return list(options).index(item) if item in options else -1
 
 
-def option_scores(results: pd.DataFrame, method: str, label_groups: Any = None) -> list[OptionScores]:
+def option_scores(results: pd.DataFrame, method: str, label_groups: LabelGroups | None = None) -> list[OptionScores]:
     """The per-step option scores of a saved results frame (`load_results`), one `OptionScores` per step.
 
     - full: two steps. "group": `group_probs` over the group letters, right option = the
@@ -504,7 +498,8 @@ class ResultsTemperatureScaling:
     -> rows used), `fitted_on_` (messages in the calibration frame).
     """
 
-    def __init__(self, method: str, label_groups: Any = None, bounds: tuple[float, float] = (0.01, 100.0)) -> None:
+    def __init__(self, method: str, label_groups: LabelGroups | None = None,
+                 bounds: tuple[float, float] = (0.01, 100.0)) -> None:
         self.method = method
         self.label_groups = label_groups
         self.bounds = bounds
@@ -586,75 +581,24 @@ class ResultsTemperatureScaling:
         return pd.DataFrame(rows)
 
 
-# --------------------------------------------------------------------------- saved runs over items
+# --------------------------------------------------------------------------- the runs, for the registry
 
-ITEM_RUN_MODES = ("live", "replay")
-"""Where an item run's model answers come from: the model itself, or the notebooks' recordings."""
-_ITEM_HEADER_CHECKED = ("run", "model", "fingerprint")
-"""The header fields an item run must share with the file it resumes."""
-
-
-def item_run_path(name: str, results_dir: Path = RESULTS_DIR) -> Path:
-    """The file of the saved item run `name`: data/results/{name}.jsonl."""
-    if not name or "/" in name or name.startswith("."):
-        raise ValueError(f"run name {name!r} must be a plain file name such as 'handbook-short-answers'")
-    return Path(results_dir) / f"{name}.jsonl"
+DECISION_RUNS: tuple[tuple[str, str, str], ...] = (
+    *[(task, method, split) for method in BASELINE_METHODS for task in TASKS for split in SPLITS],
+    *[("banking77", FullListDecider.method, split) for split in SPLITS],
+    *[(task, ShortlistDecider.method, split) for task in TASKS for split in SPLITS],
+)
+"""The shipped decision runs as (task, method, split), cheapest first: the baselines on both tasks,
+the full list on BANKING77 only, the shortlist on both."""
 
 
-_ITEM_RUN_SCRIPTS = {"asking-": "setup/run_asking.py", "tools-": "setup/run_tools.py"}
-"""The script that makes an item run, by the start of its name; any other is setup/run_question_runs.py's."""
+def decision_producer(task: str, split: str, method: str) -> Producer:
+    """The producer of one decision run: `run_split` with the options' model (LLM methods only),
+    limit, workers and failures to retry."""
+    def produce(options: RunOptions) -> Path:
+        llm = options.model() if method in LLM_METHODS else None
+        return run_split(task, split, method, llm=llm, limit=options.limit, workers=options.workers,
+                         results_dir=options.results_dir, progress=options.progress,
+                         retry_failures=options.retry_failures)
 
-
-def _item_store(name: str, results_dir: Path, command: str | None = None) -> ResultsStore:
-    """The store of the item run `name`: rows by item position `i`, remade by `command` (by default,
-    the script that makes runs of that name)."""
-    script = next((script for start, script in _ITEM_RUN_SCRIPTS.items() if name.startswith(start)),
-                  "setup/run_question_runs.py")
-    return ResultsStore(item_run_path(name, results_dir), command or remake_command(f"python {script} --run {name}", results_dir),
-                        {"row": ("i",)}, names={"run": name})
-
-
-def run_items(name: str, items: Sequence[Any], compute: Callable[[int, Any], dict[str, Any]], *,
-              model: str, backend: str, settings: Any, mode: str, command: str,
-              results_dir: Path = RESULTS_DIR, progress: bool = True) -> Path:
-    """Compute one JSON row per item (a question, a message) and append it to `item_run_path(name)`.
-
-    The same file discipline as `run_split`, for the smaller runs behind notebooks 07, 08, 10 and 18:
-    a header line (run name, model, backend, `settings` and their fingerprint, the `mode` that produced
-    the answers, library versions, the `command` that remakes the file), then one row per item
-    with its position `i`. Rows already in the file are skipped, so calling it again resumes.
-    A file written with another model or other settings raises instead of being mixed in; so
-    does adding rows in another mode than the one the header names (an unfinished file is
-    finished in the mode it was started in). `compute(i, item)` returns the row's fields.
-    Returns the path of the file.
-    """
-    if mode not in ITEM_RUN_MODES:
-        raise ValueError(f"mode must be one of {ITEM_RUN_MODES}, got {mode!r}")
-    store = _item_store(name, results_dir, command)
-    header = {"run": name, "model": model, "backend": backend, "fingerprint": fingerprint(settings),
-              "settings": settings, "mode": mode, "items": len(items), "versions": library_versions(),
-              "date": datetime.date.today().isoformat(), "command": command}
-    with store.writing(header, checked=_ITEM_HEADER_CHECKED) as (content, append):
-        todo = [i for i in range(len(items)) if i not in content.rows]
-        if todo and content.header is not None and content.header.get("mode") != mode:
-            raise ValueError(f"{store.path} was started in {content.header.get('mode')} mode; finish it in that mode, "
-                             f"or delete it to start again in {mode} mode")
-        bar = _progress(len(items), len(items) - len(todo), name, progress)
-        for i in todo:
-            append({"kind": "row", "i": i, **compute(i, items[i])})
-            bar.update(1)
-    bar.close()
-    return store.path
-
-
-def load_item_run(name: str, results_dir: Path = RESULTS_DIR) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The header and the rows (in item order, without `kind`) of the saved item run `name`.
-
-    Raises FileNotFoundError, naming the command that makes the file, when it does not exist.
-    """
-    store = _item_store(name, results_dir)
-    content = store.read()
-    header, rows = content.header, content.rows
-    if header is None:
-        raise FileNotFoundError(f"{store.path} does not exist; produce it with `{store.command}` (or `make results`)")
-    return header, [{key: value for key, value in rows[i].items() if key != "kind"} for i in sorted(rows)]
+    return produce

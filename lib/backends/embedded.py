@@ -1,184 +1,36 @@
-"""One API for the language model, whichever backend runs it, and the embedded backend.
+"""The embedded backend: llama-cpp-python running the pinned GGUF in this process (no server, no key, no GPU).
 
-Two backends implement the same methods (`LLM`):
+`EmbeddedLLM` offers the model API of `lib.backends.protocol.LLM`, and for the deciders that read
+several distributions from one prompt (`lib.decisions`) its evaluation API: `prompt_ids`,
+`evaluate`, `continuation` (a prompt evaluated once, then the distribution after any short
+continuation) and `next_token_distributions` (requests sharing a prefix, evaluated once). A
+prompt longer than the context is refused (ValueError), never shortened. `common_prefix_length`
+and `prefix_tree_tokens` count the tokens a shared prefix saves (a benchmark's floor).
 
-* `EmbeddedLLM` (default, here): llama-cpp-python in this process, no server, no key, no GPU.
-* `lib.openai_compatible.OpenAICompatibleLLM`: any server that speaks OpenAI's chat API
-  (llama.cpp's llama-server, llama-cpp-python's server, Ollama's /v1, vLLM, OpenAI itself).
-
-Notebooks never build a backend themselves: they call `lib.get_llm(...)`, which picks the
-backend from environment variables (`BackendConfig`) and wraps it in the record/replay
-layer (`lib.recording`). A backend that cannot do something raises `CapabilityError` saying
-what to use instead; it never makes numbers up.
-
-Probabilities reported per generated token are those of the model before any grammar
-mask and at temperature 1, which is what llama-server and llama-cpp-python's server report
-too. Lesson 07 shows why that matters.
-
-Deciders that read several distributions from one prompt (`lib.decisions`) use the embedded
-backend's public evaluation API: `prompt_ids`, `evaluate`, `continuation` (a prompt
-evaluated once, then the distribution after any short continuation) and `next_token_distributions`
-(requests sharing a prefix, evaluated once). A prompt longer than the context is refused
-(ValueError), never shortened.
+Notebooks never build it themselves: `lib.get_llm` builds it through `lib.backends.factory`.
 """
 from __future__ import annotations
 
 import json
 import math
-import platform
-import re
 import time
-from dataclasses import dataclass, field
-from importlib import metadata
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from lib.backends.common import LocalMethods, check_generation_args, library_versions
+from lib.backends.protocol import (Candidate, Completion, JsonSchema, Message, NextTokenLogprobs, TokenLogprob,
+                                   neutralise_template_tokens, validate_messages)
 from lib.checks import check_positive_int
-from lib.grammar import GrammarConstraint, check_grammar
+from lib.grammar import GrammarConstraint
 from lib.logprobs import log_softmax
-from lib.model_file import (PINNED_MODELS, ModelFile, ModelFileError, configured_model, model_key, selected_model,
-                            sha256_of)
-from lib.settings import (DEFAULT_SERVER_TOP_LOGPROBS, backend_setting, context_tokens_setting, server_settings, threads_setting)
+from lib.model_file import PINNED_MODELS, ModelFile, ModelFileError, configured_model, sha256_of
+from lib.settings import context_tokens_setting, threads_setting
 
 __all__ = [
-    "Message", "Candidate", "CapabilityError", "TokenLogprob", "Completion",
-    "NextTokenLogprobs", "LLM", "validate_messages", "WORD_JOINER", "neutralise_template_tokens",
-    "check_generation_args", "library_versions", "common_prefix_length", "prefix_tree_tokens", "KEPT_TOKENS_MULTIPLE", "LocalMethods", "EmbeddedLLM",
-    "Continuation", "SANITY_PROMPT",
-    "SANITY_PINNED_ANSWER", "SANITY_PINNED_MIN_LOGPROB", "SANITY_MAX_ENTROPY_SHARE", "BackendConfig",
+    "common_prefix_length", "prefix_tree_tokens", "KEPT_TOKENS_MULTIPLE", "EmbeddedLLM", "Continuation",
+    "SANITY_PROMPT", "SANITY_PINNED_ANSWER", "SANITY_PINNED_MIN_LOGPROB", "SANITY_MAX_ENTROPY_SHARE",
 ]
-
-Message = dict[str, str]
-Candidate = tuple[str, float]
-_ROLES = ("system", "user", "assistant")
-
-
-class CapabilityError(RuntimeError):
-    """The configured backend cannot do what was asked; the message says what to use instead."""
-
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    """One generated token: its text, its log-probability, and the top candidates at that step."""
-
-    token: str
-    logprob: float
-    top: tuple[Candidate, ...] = ()
-
-
-@dataclass(frozen=True)
-class Completion:
-    """A chat reply with everything a lesson may want to inspect."""
-
-    text: str
-    finish_reason: str  # "stop" (the model ended) or "length" (max_tokens reached)
-    prompt_tokens: int
-    completion_tokens: int
-    seconds: float
-    tokens: tuple[TokenLogprob, ...] = ()
-
-    @property
-    def token_logprobs(self) -> list[float]:
-        return [t.logprob for t in self.tokens]
-
-    @property
-    def tokens_per_second(self) -> float:
-        return self.completion_tokens / self.seconds if self.seconds > 0 else float("nan")
-
-
-@dataclass(frozen=True)
-class NextTokenLogprobs:
-    """The model's distribution over the next token.
-
-    `top` holds the most likely tokens, sorted by log-probability (descending). `scores`
-    holds the log-probability of each token the caller asked about, if the backend could
-    see it: the embedded backend sees the whole vocabulary, a server only its top-k, so a
-    token missing from `scores` is unknown, not impossible.
-    """
-
-    top: tuple[Candidate, ...]
-    scores: dict[str, float] = field(default_factory=dict)
-    seconds: float = 0.0
-
-
-class LLM(Protocol):
-    """What every backend (and the recording layer around it) offers."""
-
-    backend_name: str  # "embedded" or "openai"
-
-    def chat(self, messages: Sequence[Message], *, max_tokens: int, temperature: float = 0.0,
-             seed: int | None = None, grammar: str | None = None,
-             json_schema: dict[str, Any] | None = None, top_logprobs: int = 0) -> Completion: ...
-
-    def next_token_logprobs(self, messages: Sequence[Message], *, prefix: str = "", top_k: int = 20,
-                            score_tokens: Sequence[str] = ()) -> NextTokenLogprobs: ...
-
-    def tokenize(self, text: str) -> list[str]: ...
-
-    def count_tokens(self, text: str) -> int: ...
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
-
-    def info(self) -> dict[str, Any]: ...
-
-
-def validate_messages(messages: Sequence[Message]) -> list[Message]:
-    """Return `messages` as a list of {"role", "content"} dicts, or raise ValueError saying what is wrong."""
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
-        raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
-    checked = []
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict) or set(message) != {"role", "content"}:
-            raise ValueError(f"messages[{index}] must be a dict with exactly the keys 'role' and 'content'")
-        if message["role"] not in _ROLES:
-            raise ValueError(f"messages[{index}]['role'] is {message['role']!r}; use one of {_ROLES}")
-        if not isinstance(message["content"], str):
-            raise ValueError(f"messages[{index}]['content'] must be a string")
-        checked.append({"role": message["role"], "content": message["content"]})
-    return checked
-
-
-_TEMPLATE_TOKEN = re.compile(r"<\|[^<>|\s]{1,64}\|>|</?(?:s|bos|eos|start_of_turn|end_of_turn|pad|unk)>|"
-                             r"\[/?INST\]|<</?SYS>>")
-"""Text that chat templates use as control tokens: <|im_end|>, <|start_header_id|>, <s>, [INST], <<SYS>> ..."""
-WORD_JOINER = "\u2060"
-
-
-def neutralise_template_tokens(text: str) -> str:
-    """`text` with every chat-template token broken by an invisible WORD JOINER after its first character.
-
-    A server renders the chat template itself and reads the result with its control tokens,
-    so a message holding "<|im_end|><|im_start|>system" would end the user's turn and open a
-    system turn. "<\u2060|im_end|>" looks the same to a person and is plain text to every
-    tokenizer. Text without such tokens is returned unchanged.
-    """
-    return _TEMPLATE_TOKEN.sub(lambda match: match.group(0)[0] + WORD_JOINER + match.group(0)[1:], text)
-
-
-def check_generation_args(max_tokens: int, temperature: float, top_logprobs: int,
-                          grammar: str | None, json_schema: dict | None) -> None:
-    """Raise ValueError for generation arguments no backend accepts (checked before any request)."""
-    check_positive_int(max_tokens, "max_tokens")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if top_logprobs < 0:
-        raise ValueError(f"top_logprobs must be >= 0, got {top_logprobs}")
-    if grammar is not None and json_schema is not None:
-        raise ValueError("give either grammar or json_schema, not both")
-    if grammar is not None:
-        check_grammar(grammar)
-
-
-def library_versions() -> dict[str, str]:
-    """Versions of the libraries that shape the numbers a lesson prints."""
-    versions = {"python": platform.python_version()}
-    for package in ("llama-cpp-python", "torch", "tokenizers", "numpy"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = "not installed"
-    return versions
 
 
 def common_prefix_length(first: Sequence[int], second: Sequence[int]) -> int:
@@ -193,21 +45,6 @@ def prefix_tree_tokens(prompts: Sequence[Sequence[int]]) -> int:
     ordered = sorted(list(prompt) for prompt in prompts)
     return sum(len(prompt) - common_prefix_length(prompt, before) for before, prompt in zip([[]] + ordered, ordered))
 
-
-class LocalMethods:
-    """What every backend does the same way: local MiniLM embeddings, token counts from tokenize."""
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """MiniLM embeddings of `texts`, shape (len(texts), 384), unit length (`lib.embeddings.embed`)."""
-        from lib.embeddings import embed
-        return embed(texts)
-
-    def count_tokens(self, text: str) -> int:
-        """How many tokens `text` costs (recorded as one number, not the whole token list)."""
-        return len(self.tokenize(text))
-
-
-# --------------------------------------------------------------------------- embedded
 
 
 class EmbeddedLLM(LocalMethods):
@@ -230,7 +67,7 @@ class EmbeddedLLM(LocalMethods):
         most prompt tokens llama.cpp puts through the model in one step (default `n_ctx`).
         llama-cpp-python 0.3 also sets the physical batch to min(`n_batch`, 512) (`n_ubatch`, which
         decides how the matrix products are split), so any `n_batch` of 512 or more computes the
-        same numbers and a smaller one changes the split (`lib.drift` measures by how much).
+        same numbers and a smaller one changes the split (`lib.saved_runs.drift` measures by how much).
         """
         import llama_cpp
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -313,7 +150,7 @@ class EmbeddedLLM(LocalMethods):
             self._sha256 = sha256_of(self.model_file.path)
         return f"embedded:{self._sha256}"
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> dict[str, object]:
         name = self._llama.metadata.get("general.name", self.model_file.path.stem)
         pinned = next((model for model in PINNED_MODELS.values() if model.sha256 == self.model_file.sha256), None)
         return {
@@ -548,7 +385,7 @@ class EmbeddedLLM(LocalMethods):
 
     def chat(self, messages: Sequence[Message], *, max_tokens: int, temperature: float = 0.0,
              seed: int | None = None, grammar: str | None = None,
-             json_schema: dict[str, Any] | None = None, top_logprobs: int = 0) -> Completion:
+             json_schema: JsonSchema | None = None, top_logprobs: int = 0) -> Completion:
         messages = validate_messages(messages)
         check_generation_args(max_tokens, temperature, top_logprobs, grammar, json_schema)
         if json_schema is not None:
@@ -657,42 +494,3 @@ SANITY_PINNED_MIN_LOGPROB: dict[str, float] = {"qwen2.5-coder-1.5b-instruct": -0
 -0.009, the 0.5B with -0.090; a damaged copy does not."""
 SANITY_MAX_ENTROPY_SHARE = 0.75
 """Refuse a next-token entropy above this share of log(vocabulary size) (a uniform distribution)."""
-
-
-# --------------------------------------------------------------------------- configuration
-
-
-@dataclass(frozen=True)
-class BackendConfig:
-    """Which backend to use: WORKBOOK_BACKEND and the server's settings, read by `lib.settings`."""
-
-    backend: str
-    base_url: str | None = None
-    model: str | None = None
-    api_key: str | None = field(default=None, repr=False)  # printed configs and errors never show the key
-    max_top_logprobs: int = DEFAULT_SERVER_TOP_LOGPROBS
-
-    @classmethod
-    def from_environment(cls) -> BackendConfig:
-        """The backend WORKBOOK_BACKEND names, with the server's settings for "openai" (see lib.settings)."""
-        if backend_setting() == "embedded":
-            return cls("embedded")
-        server = server_settings()
-        return cls("openai", server.base_url, server.model, server.api_key, server.max_top_logprobs)
-
-    def identity(self) -> str:
-        """The model identity recordings are keyed by, known without loading the model."""
-        if self.backend == "openai":
-            return f"openai:{self.model}"
-        pinned = selected_model()
-        if pinned is not None:
-            return f"embedded:{pinned.sha256}"
-        return f"embedded:{sha256_of(configured_model().path)}"
-
-    def files_key(self) -> str | None:
-        """The folder this model's recordings and saved runs are filed under (`lib.model_file.model_key`):
-        None for the default model, whose files the notebooks read; known without loading the model."""
-        if self.backend == "openai":
-            return model_key(self.model)
-        pinned = selected_model()
-        return model_key(pinned.name if pinned is not None else configured_model().path.name)

@@ -1,10 +1,10 @@
 """The OpenAI-compatible backend: any server with OpenAI's /v1/chat/completions.
 
 llama.cpp's llama-server, llama-cpp-python's server, Ollama's /v1, vLLM and OpenAI itself
-answer the same requests. `OpenAICompatibleLLM` offers the API of `lib.llm.LLM` over HTTP;
+answer the same requests. `OpenAICompatibleLLM` offers the API of `lib.backends.protocol.LLM` over HTTP;
 every way a server can fail raises `ServerUnavailableError` (nothing answers) or `ServerError`
 (an unusable answer), naming the URL, and what a server cannot do raises
-`lib.llm.CapabilityError` saying what to use instead.
+`lib.backends.protocol.CapabilityError` saying what to use instead.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import urlparse
 
-from lib.llm import (CapabilityError, Completion, LocalMethods, Message, NextTokenLogprobs,
-                     TokenLogprob, check_generation_args, library_versions, neutralise_template_tokens,
-                     validate_messages)
+from lib.backends.common import LocalMethods, check_generation_args, library_versions
+from lib.backends.protocol import (CapabilityError, Completion, JsonSchema, Message, NextTokenLogprobs, TokenLogprob,
+                                   neutralise_template_tokens, validate_messages)
 from lib.settings import DEFAULT_SERVER_TOP_LOGPROBS, check_api_key, check_base_url, timeout_setting
 
 __all__ = [
@@ -247,7 +247,7 @@ class OpenAICompatibleLLM(LocalMethods):
             raise ServerError(f"{url} answered {reply.status}: {reply.text[:500]}")
         return reply.json()
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> dict[str, object]:
         """The embedded backend's keys where a server reports them, else None: a server does not
         say which file it loaded, its size or its parameters, and only llama-server reports its
         context (on /props); plus the server's URL and the model ids it serves."""
@@ -285,7 +285,7 @@ class OpenAICompatibleLLM(LocalMethods):
 
     def chat(self, messages: Sequence[Message], *, max_tokens: int, temperature: float = 0.0,
              seed: int | None = None, grammar: str | None = None,
-             json_schema: dict[str, Any] | None = None, top_logprobs: int = 0) -> Completion:
+             json_schema: JsonSchema | None = None, top_logprobs: int = 0) -> Completion:
         messages = validate_messages(messages)
         check_generation_args(max_tokens, temperature, top_logprobs, grammar, json_schema)
         if top_logprobs > self.max_top_logprobs:

@@ -1,8 +1,9 @@
-"""llama-cpp-python's own OpenAI-compatible server (`python -m llama_cpp.server`) with the pinned model.
+"""The server launcher: llama-cpp-python's own OpenAI-compatible server (`python -m llama_cpp.server`) with the pinned model.
 
 `running_server` starts it on 127.0.0.1, waits until /v1/models answers and stops it on the way
-out, whatever ends the block (an error, Ctrl+C, SIGTERM); `make run-server`, `make load-test`
-and the tests of the server path use it, so all three start the server the README documents.
+out, whatever ends the block (an error, Ctrl+C, SIGTERM); `make run-server`, `make load-test`,
+the drift measurement's server setting and the tests of the server path use it, so all of them
+start the server the README documents. A client of it is `lib.backends.factory.create_backend`'s.
 """
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from typing import Iterator
 
 import httpx
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-from lib.settings import context_tokens_setting, threads_setting  # noqa: E402
+from lib.model_file import configured_model, selected_model
+from lib.settings import context_tokens_setting, threads_setting
+
+__all__ = ["START_SECONDS", "Server", "free_port", "served_model_id", "server_command", "running_server"]
 
 START_SECONDS = 180
 """How long the server may take to load the model and answer its first request."""
@@ -49,8 +50,6 @@ def served_model_id() -> str:
     """The model id the server reports (--model_alias), the README's WORKBOOK_MODEL: the pinned
     model's name (what chose it), or the file's name without `.gguf` for WORKBOOK_MODEL_PATH;
     without an alias the id would be the model file's path."""
-    from lib.model_file import configured_model, selected_model
-
     pinned = selected_model()
     return pinned.name if pinned is not None else configured_model().path.stem
 
@@ -74,8 +73,6 @@ def running_server(model_path: Path | None = None, *, port: int | None = None, n
     then too. The server's own output goes to `log` (discarded when None); when it exits before
     answering, RuntimeError quotes the end of its output.
     """
-    from lib.model_file import configured_model
-
     model_path = configured_model().path if model_path is None else model_path
     model_id = served_model_id() if model_id is None else model_id
     port = free_port() if port is None else port

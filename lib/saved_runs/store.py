@@ -1,10 +1,13 @@
-"""The one reader and writer of saved runs: the JSON-lines files under data/results/.
+"""The one reader and writer of saved runs: the JSON-lines files under data/results/, and the one command that makes them.
 
-Every saved run (`lib.runs.run_split`, `lib.runs.run_items`, `lib.extraction.run_committee_cases`)
-is a file of one JSON object per line: first a header naming what made it (model, prompt
-fingerprint, settings, library versions, the command that remakes it), then one line per item,
-appended as each is computed, so a run that is stopped resumes where it stopped. A
-`ResultsStore` keeps the rules for all of them in one place:
+Every saved run (`lib.saved_runs.decisions.run_split`, `lib.saved_runs.items.run_items`,
+`lib.saved_runs.committees.run_committee_cases`, `lib.saved_runs.drift.run_setting`) is a file of
+one JSON object per line: first a header naming what made it (model, prompt fingerprint,
+settings, library versions, the command that made it), then one line per item, appended as each
+is computed, so a run that is stopped resumes where it stopped. Every run is made by one command,
+`python setup/run_saved.py --run NAME` (`run_command`, the one place that writes it); a header
+keeps the command that made its file, which for older files is the script that made them then,
+and nothing compares it. A `ResultsStore` keeps the rules for all of them in one place:
 
 - a read never writes (`ResultsStore.read`);
 - a file holds one run: a header after the first line (another run's rows appended) is refused,
@@ -40,12 +43,17 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "RESULTS_DIR", "SECOND_MODELS", "HEADER", "LOCK_SUFFIX", "RunBusyError", "exclusive_lock", "results_dir_for",
-    "remake_command", "SavedLines", "ResultsStore",
+    "RESULTS_DIR", "SECOND_MODELS", "HEADER", "LOCK_SUFFIX", "Row", "Key", "RunBusyError", "exclusive_lock",
+    "results_dir_for", "remake_command", "RUN_SCRIPT", "run_command", "SavedLines", "ResultsStore",
 ]
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "data" / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "data" / "results"
 """Where the saved runs live: data/results/."""
+
+Row = dict[str, Any]
+"""One line of a saved run (its header, a row, a failure) as the JSON object it is written as."""
+Key = int | str
+"""What names the item a line is about: a position (`i`) or an id (`case`, `request`)."""
 
 SECOND_MODELS = "models"
 """The folder under `RESULTS_DIR` (and under data/recordings) that holds one folder per model other than the default."""
@@ -65,6 +73,16 @@ def remake_command(command: str, results_dir: Path) -> str:
     if results_dir.parent.name == SECOND_MODELS:
         return f"WORKBOOK_MODEL={results_dir.name} {command}"
     return command
+
+
+RUN_SCRIPT = "setup/run_saved.py"
+"""The one command that makes (or resumes) every saved run (`make results` runs it for all)."""
+
+
+def run_command(name: str, results_dir: Path = RESULTS_DIR) -> str:
+    """The command that makes (or resumes) the saved run `name` filed in `results_dir`: the line
+    every header, every error about a missing or damaged file and `--list` give."""
+    return remake_command(f"python {RUN_SCRIPT} --run {name}", results_dir)
 
 
 HEADER = "header"
@@ -134,9 +152,9 @@ class SavedLines:
     kill (0 when none); missing_newline: the last line is complete but lacks its newline.
     """
 
-    header: dict[str, Any] | None = None
-    rows: dict[Any, dict[str, Any]] = field(default_factory=dict)
-    failures: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    header: Row | None = None
+    rows: dict[Key, Row] = field(default_factory=dict)
+    failures: dict[Key, Row] = field(default_factory=dict)
     torn_bytes: int = 0
     missing_newline: bool = False
 
@@ -191,9 +209,9 @@ class ResultsStore:
         elif last:
             torn_bytes = len(last)
         header, header_line = None, None
-        rows: dict[Any, dict[str, Any]] = {}
-        failures: dict[Any, dict[str, Any]] = {}
-        row_lines: dict[Any, int] = {}
+        rows: dict[Key, Row] = {}
+        failures: dict[Key, Row] = {}
+        row_lines: dict[Key, int] = {}
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -226,7 +244,7 @@ class ResultsStore:
             (rows if entry["kind"] == "row" else failures)[entry[self.key]] = entry
         return SavedLines(header, rows, failures, torn_bytes, missing_newline=bool(last) and not torn_bytes)
 
-    def _entry(self, line: bytes) -> dict[str, Any]:
+    def _entry(self, line: bytes) -> Row:
         """One line as a dict, or _BadLine saying why it is not a line of this store."""
         try:
             text = line.decode("utf-8")
@@ -239,13 +257,13 @@ class ResultsStore:
         self._check(entry)
         return entry
 
-    def _check(self, entry: Any) -> None:
+    def _check(self, entry: object) -> None:
         """Raise ValueError unless `entry` is a line this store may hold: a header, or a known kind
         with every field it needs and a key of the right type."""
         kind = entry.get("kind") if isinstance(entry, dict) else None
         if kind == HEADER:
             return
-        if kind not in self.fields:
+        if not isinstance(entry, dict) or kind not in self.fields:
             raise _BadLine(f"a line of kind {kind!r}, which is none of {[HEADER, *self.fields]}")
         missing = [name for name in (self.key, *self.fields[kind]) if name not in entry]
         if missing:
@@ -259,7 +277,7 @@ class ResultsStore:
 
     # -- writing
 
-    def start(self, header: Mapping[str, Any], checked: Sequence[str]) -> SavedLines:
+    def start(self, header: Row, checked: Sequence[str]) -> SavedLines:
         """Open the file for a run with `header` and return what it already holds (empty when new).
 
         Refuses (ValueError, nothing written) a file whose header differs from `header` in a
@@ -298,7 +316,7 @@ class ResultsStore:
             raise OSError(error.errno, _unwritable_message(self.path, error, "Every row saved before is kept")) from None
         return content
 
-    def _check_resumable(self, saved: Mapping[str, Any], header: Mapping[str, Any], checked: Sequence[str]) -> None:
+    def _check_resumable(self, saved: Row, header: Row, checked: Sequence[str]) -> None:
         changed = {name: (saved.get(name), header.get(name)) for name in checked if saved.get(name) != header.get(name)}
         if changed:
             raise ValueError(f"{self.path} was written with other settings {changed} (saved, now); move it away "
@@ -314,8 +332,8 @@ class ResultsStore:
                           "with one set of versions", UserWarning, stacklevel=4)
 
     @contextmanager
-    def writing(self, header: Mapping[str, Any], checked: Sequence[str]
-                ) -> Iterator[tuple[SavedLines, Callable[[dict[str, Any]], None]]]:
+    def writing(self, header: Row, checked: Sequence[str]
+                ) -> Iterator[tuple[SavedLines, Callable[[Row], None]]]:
         """Hold the file's lock, `start` it with `header`, and yield what it already holds and
         `appending`'s function; the one way a run writes its file.
 
@@ -334,7 +352,7 @@ class ResultsStore:
                 yield content, append
 
     @contextmanager
-    def appending(self, rows: Collection[Any] = ()) -> Iterator[Callable[[dict[str, Any]], None]]:
+    def appending(self, rows: Collection[Key] = ()) -> Iterator[Callable[[Row], None]]:
         """A function that appends one complete line (checked as `read` checks lines) and flushes it; synced at the end.
 
         Call `start` first: it writes the header, repairs what a kill left, and returns the keys
@@ -347,7 +365,7 @@ class ResultsStore:
         except OSError as error:
             raise OSError(error.errno, _unwritable_message(self.path, error, kept)) from None
         with handle:
-            def append(entry: dict[str, Any]) -> None:
+            def append(entry: Row) -> None:
                 try:
                     self._check(entry)
                     not_finite = _not_finite(entry)  # (a read refuses them too: `_strict_constant`)

@@ -11,34 +11,49 @@ compares each pair of `PAIRS`: the largest and the 99th-percentile change of the
 answer's probability, and the requests whose answer flips.
 
 Each setting is a saved run, data/results/drift-{setting}.jsonl, written through
-`lib.results_store` (a header naming model, setting, versions and command; one line per
-request, keyed "d<message index>" or "a<question id>"; resumable). `python setup/drift.py`
-runs them; `drift_table` reads them for notebook 07.
+`lib.saved_runs.store` (a header naming model, setting, versions and command; one line per
+request, keyed "d<message index>" or "a<question id>"; resumable).
+`python setup/run_saved.py --run drift-{setting}` runs one (`drift_producer` builds the backend
+the setting asks for: the embedded model with its threads and batch, or `llama_cpp.server` on
+127.0.0.1); `drift_table` reads them for notebooks 07 and 21.
 """
 from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from lib.backends.common import library_versions
+from lib.backends.factory import BackendConfig, create_backend
+from lib.backends.openai_compatible import ServerUnavailableError
+from lib.backends.protocol import LLM
+from lib.backends.server import running_server
+from lib.datasets import load_label_groups
+from lib.decisions import Decider, FullListDecider
+from lib.embeddings import embed
 from lib.hashing import fingerprint
 from lib.intervals import binomial_interval
-from lib.llm import library_versions
-from lib.results_store import RESULTS_DIR, ResultsStore
+from lib.logprobs import sequence_confidence
+from lib.saved_runs.decisions import MAX_FAILURES_IN_A_ROW, load_split, processing_order
+from lib.saved_runs.items import Producer, RunOptions, progress_bar
+from lib.saved_runs.store import RESULTS_DIR, ResultsStore, Row, run_command
+from lib.semantic_entropy import (GREEDY_TOP_LOGPROBS, SHORT_ANSWER_MAX_TOKENS, SHORT_ANSWER_SYSTEM, greedy_answer,
+                                  short_answer_items)
+from lib.text import matches_gold
 
 __all__ = [
     "TASK", "SPLIT", "N_DECISIONS", "DECISIONS_PER_ANSWER", "DECISION", "ANSWER", "Setting", "SETTINGS", "Pair",
-    "PAIRS", "setting_named", "Request", "drift_requests", "drift_path", "run_setting", "load_setting",
-    "PairChange", "compare", "drift_table",
+    "PAIRS", "setting_named", "Request", "drift_requests", "drift_name", "drift_path", "run_setting", "drift_producer",
+    "load_setting", "PairChange", "compare", "drift_table",
 ]
 
 TASK, SPLIT = "banking77", "test"
 N_DECISIONS = 300
-"""Messages decided under every setting: the first 300 of the test run's seeded order (`lib.runs.processing_order`)."""
+"""Messages decided under every setting: the first 300 of the test run's seeded order (`lib.saved_runs.decisions.processing_order`)."""
 DECISIONS_PER_ANSWER = 5
 """Requests are run in one fixed order, a grounded answer after every five decisions, so any
 prefix of a run (one stopped early) holds both kinds in proportion."""
@@ -54,7 +69,7 @@ class Setting:
     """One runtime setting the requests run under.
 
     threads: CPU threads of the model. batch: llama.cpp's `n_batch` (None: the context size,
-    as `lib.llm.EmbeddedLLM` uses by default; either way the physical batch is at most 512).
+    as `lib.backends.embedded.EmbeddedLLM` uses by default; either way the physical batch is at most 512).
     cold: the prompt cache is cleared before every request, so the shared prefix (the system
     prompt) is computed again each time. exact: full-list decisions read from the whole
     vocabulary (the embedded default) rather than from a reply's top 20 candidates, as a server
@@ -134,10 +149,6 @@ def drift_requests(n_decisions: int = N_DECISIONS) -> list[Request]:
     """The requests in their fixed order: `n_decisions` BANKING77 test messages (the first of the
     test run's seeded order) and the 60 grounded handbook questions of notebook 07 with their
     retrieved sections, an answer after every `DECISIONS_PER_ANSWER` decisions."""
-    from lib.embeddings import embed
-    from lib.question_runs import short_answer_items
-    from lib.runs import load_split, processing_order
-
     frame = load_split(TASK, SPLIT)
     decisions = [Request(f"d{i}", DECISION, frame.at[i, "text"], frame.at[i, "label"])
                  for i in processing_order(len(frame))[:n_decisions]]
@@ -150,23 +161,25 @@ def drift_requests(n_decisions: int = N_DECISIONS) -> list[Request]:
     return ordered
 
 
+def drift_name(setting: str) -> str:
+    """The saved run of a setting: drift-{setting}."""
+    return f"drift-{setting_named(setting).name}"
+
+
 def drift_path(setting: str, results_dir: Path = RESULTS_DIR) -> Path:
-    return Path(results_dir) / f"drift-{setting}.jsonl"
+    """The file of a setting's saved run: data/results/drift-{setting}.jsonl."""
+    return Path(results_dir) / f"{drift_name(setting)}.jsonl"
 
 
 def _store(setting: str, results_dir: Path = RESULTS_DIR) -> ResultsStore:
-    return ResultsStore(drift_path(setting, results_dir), _command(setting_named(setting)),
+    return ResultsStore(drift_path(setting, results_dir), run_command(drift_name(setting), Path(results_dir)),
                         {"row": _ROW_FIELDS, "failure": _FAILURE_FIELDS}, key="request", key_type=str,
                         names={"setting": setting})
 
 
-def _answer_row(request: Request, setting: Setting, llm: Any, decider: Any) -> dict[str, Any]:
+def _answer_row(request: Request, setting: Setting, llm: LLM, decider: Decider) -> Row:
     """The chosen answer of `request` and its probability: the decision's confidence, or the grounded
     answer's geometric-mean token probability (notebook 07's sequence confidence)."""
-    from lib.logprobs import sequence_confidence
-    from lib.semantic_entropy import greedy_answer
-    from lib.text import matches_gold
-
     if setting.cold:
         llm.clear_cache()
     if request.kind == DECISION:
@@ -179,7 +192,7 @@ def _answer_row(request: Request, setting: Setting, llm: Any, decider: Any) -> d
             "correct": matches_gold(text, request.gold), "seconds": round(answer.seconds, 3)}
 
 
-def run_setting(setting: Setting, llm: Any, *, limit: int | None = None, kinds: Sequence[str] | None = None,
+def run_setting(setting: Setting, llm: LLM, *, limit: int | None = None, kinds: Sequence[str] | None = None,
                 results_dir: Path = RESULTS_DIR, progress: bool = True) -> Path:
     """Run the requests of `setting.kinds` on `llm` (built for `setting` by the caller), appending
     to the setting's file; requests already saved are skipped, so calling it again resumes (and
@@ -189,15 +202,8 @@ def run_setting(setting: Setting, llm: Any, *, limit: int | None = None, kinds: 
     run only the missing requests of these kinds this time (a slow setting can finish its
     grounded answers before its decisions). A request
     whose model call raises ValueError or RuntimeError is saved as a failure row with the error;
-    `lib.runs.MAX_FAILURES_IN_A_ROW` in a row stop the run. Returns the path of the file.
+    `lib.saved_runs.decisions.MAX_FAILURES_IN_A_ROW` in a row stop the run. Returns the path of the file.
     """
-    from lib.datasets import load_label_groups
-    from lib.decisions import FullListDecider
-    from lib.openai_compatible import ServerUnavailableError
-    from lib.runs import MAX_FAILURES_IN_A_ROW
-    from lib.semantic_entropy import GREEDY_TOP_LOGPROBS, SHORT_ANSWER_MAX_TOKENS, SHORT_ANSWER_SYSTEM
-    from tqdm.auto import tqdm
-
     if setting.cold and not hasattr(llm, "clear_cache"):
         raise ValueError(f"setting {setting.name!r} clears the prompt cache, which only the embedded backend has")
     requests = [r for r in drift_requests() if r.kind in setting.kinds]
@@ -210,13 +216,13 @@ def run_setting(setting: Setting, llm: Any, *, limit: int | None = None, kinds: 
               "decider": decider.fingerprint,
               "answers": fingerprint([SHORT_ANSWER_SYSTEM, SHORT_ANSWER_MAX_TOKENS, GREEDY_TOP_LOGPROBS]),
               "n_requests": len(requests), "versions": library_versions(),
-              "date": datetime.date.today().isoformat(), "command": _command(setting)}
+              "date": datetime.date.today().isoformat(), "command": store.command}
     with store.writing(header, checked=_HEADER_CHECKED) as (content, append):
         todo = [r for r in requests if r.key not in content.rows and (kinds is None or r.kind in kinds)][:limit]
         # the decisions share one system prompt, which stays in the KV cache; each answer has its own section,
         # so answering between decisions would make the next decision compute its 1,700-token prompt again
         todo.sort(key=lambda request: request.kind != DECISION)
-        bar = tqdm(total=len(todo), desc=f"drift {setting.name}", disable=not progress, smoothing=0.05)
+        bar = progress_bar(len(todo), 0, f"drift {setting.name}", progress)
         failed_in_a_row = 0
         try:
             for request in todo:
@@ -234,7 +240,7 @@ def run_setting(setting: Setting, llm: Any, *, limit: int | None = None, kinds: 
                 bar.update(1)
                 if failed_in_a_row >= MAX_FAILURES_IN_A_ROW:
                     raise RuntimeError(f"{MAX_FAILURES_IN_A_ROW} requests in a row failed, the last with "
-                                       f"{row['error']}; fix the cause and run `{_command(setting)}` again")
+                                       f"{row['error']}; fix the cause and run `{store.command}` again")
         finally:
             bar.close()
     return store.path
@@ -242,22 +248,34 @@ def run_setting(setting: Setting, llm: Any, *, limit: int | None = None, kinds: 
 
 def _model_identity() -> str:
     """The model file both backends load, as the embedded backend names it."""
-    from lib.llm import BackendConfig
-
     return BackendConfig("embedded").identity()
 
 
-def _command(setting: Setting) -> str:
-    """The command that runs (or resumes) `setting`; its threads and batch come from the setting itself."""
-    return f"python setup/drift.py --settings {setting.name}"
+def drift_producer(name: str) -> Producer:
+    """The producer of the setting `name`'s saved run: it builds the backend the setting asks for (the
+    embedded model with the setting's threads and batch, or `llama_cpp.server` on 127.0.0.1, stopped
+    afterwards; never the options' model) and runs the options' `limit` and `kinds` of the requests."""
+    setting = setting_named(name)
+
+    def produce(options: RunOptions) -> Path:
+        run = dict(limit=options.limit, kinds=options.kinds, results_dir=options.results_dir,
+                   progress=options.progress)
+        if setting.server:
+            with running_server(threads=setting.threads) as server:
+                return run_setting(setting, create_backend(BackendConfig("openai", server.base_url, server.model)), **run)
+        return run_setting(setting, create_backend(BackendConfig("embedded"), n_threads=setting.threads,
+                                                   n_batch=setting.batch), **run)
+
+    return produce
 
 
-def load_setting(name: str, results_dir: Path = RESULTS_DIR) -> tuple[dict[str, Any], pd.DataFrame]:
+def load_setting(name: str, results_dir: Path = RESULTS_DIR) -> tuple[Row, pd.DataFrame]:
     """The header and the rows (request, type, choice, probability, correct, seconds) of one setting's
     saved run; FileNotFoundError naming the command when there is none."""
-    content = _store(name, results_dir).read()
+    store = _store(name, results_dir)
+    content = store.read()
     if content.header is None:
-        raise FileNotFoundError(f"{drift_path(name, results_dir)} does not exist; run `{_command(setting_named(name))}`")
+        raise FileNotFoundError(f"{store.path} does not exist; run `{store.command}`")
     rows = pd.DataFrame(list(content.rows.values()), columns=["request", *_ROW_FIELDS[1:]])
     return content.header, rows
 
@@ -286,7 +304,7 @@ class PairChange:
     right_other: int
 
 
-def compare(reference: Iterable[Mapping[str, Any]], other: Iterable[Mapping[str, Any]]) -> PairChange:
+def compare(reference: Iterable[Row], other: Iterable[Row]) -> PairChange:
     """Compare two settings' rows (each with request, choice, probability, correct) on the requests both hold.
 
     Changes are measured where the chosen answer stayed the same; flips are counted apart.
@@ -295,7 +313,7 @@ def compare(reference: Iterable[Mapping[str, Any]], other: Iterable[Mapping[str,
     theirs = {row["request"]: row for row in other}
     matched = [(row, theirs[row["request"]]) for row in reference if row["request"] in theirs]
     if not matched:
-        raise ValueError("the two settings have no request in common; run both (python setup/drift.py)")
+        raise ValueError(f"the two settings have no request in common; run both (`{run_command('drift-NAME')}`)")
     changes = np.array([abs(float(a["probability"]) - float(b["probability"])) for a, b in matched
                         if a["choice"] == b["choice"]])
     flips = len(matched) - changes.size

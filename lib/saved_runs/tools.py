@@ -1,6 +1,6 @@
-"""The saved runs behind the tool-calling notebook, and how a conversation is scored.
+"""The saved runs behind the tool-calling notebook (05), and how a conversation is scored.
 
-Three runs, each made live by `python setup/run_tools.py` (part of `make results`):
+Three runs, each made live by `python setup/run_saved.py --run NAME` (part of `make results`):
 
 - `tools-conversations`: every committee case, the ten dev cases of notebook 04 first and then the
   held-out cases of `data/corpus/tool_cases.jsonl`, run through `lib.tools.run_tools` with the
@@ -17,16 +17,16 @@ turns again with `lib.tools.parse_action`, so a saved conversation renders and s
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from lib.datasets import CORPUS_DIR, load_corpus, load_questions
 from lib.extraction import compare_extraction
 from lib.hashing import fingerprint
-from lib.indexes import DenseIndex, SearchIndex, chunk_by_heading
-from lib.llm import LLM
-from lib.results_store import RESULTS_DIR, remake_command
+from lib.indexes import DenseIndex, Embed, SearchIndex, chunk_by_heading
+from lib.backends.protocol import LLM
+from lib.saved_runs.items import Prepared
+from lib.saved_runs.store import Row
 from lib.rules import CommitteeMember, department_key
 from lib.tools import (ASK_USER, MAX_STEPS, TOOL_MAX_TOKENS, Conversation, Tool, ToolStep, action_schema,
                        check_committee_tool, code_verdict, parse_action, relay_errors, run_tools,
@@ -35,7 +35,6 @@ from lib.tools import (ASK_USER, MAX_STEPS, TOOL_MAX_TOKENS, Conversation, Tool,
 __all__ = [
     "CONVERSATIONS_RUN", "SEARCH_QUERIES_RUN", "ASKING_FIRST_RUN", "asks_about", "FREE_TURN_MAX_TOKENS", "NO_MORE_DETAILS", "load_tool_cases",
     "handbook_index", "course_tools", "simulated_user", "conversation_row", "conversation_from_row", "score_conversation", "TOOL_RUNS",
-    "produce_tool_run",
 ]
 
 CONVERSATIONS_RUN = "tools-conversations"
@@ -48,7 +47,7 @@ NO_MORE_DETAILS = "I have told you everything I know."
 """The simulated student's answer to a question about a case with no missing fact."""
 
 
-def load_tool_cases() -> list[dict[str, Any]]:
+def load_tool_cases() -> list[Row]:
     """Notebook 04's ten dev cases, as tool cases, then the held-out cases of `tool_cases.jsonl`.
 
     Every case has id, split ("dev" or "test"), kind ("committee", "missing-fact",
@@ -66,7 +65,7 @@ def load_tool_cases() -> list[dict[str, Any]]:
     return as_tool_case + held_out
 
 
-def handbook_index(embed: Callable[[Sequence[str]], Any]) -> DenseIndex:
+def handbook_index(embed: Embed) -> DenseIndex:
     """The course's index: the corpus chunked by heading, embedded by `embed` (as notebook 02 builds it)."""
     return DenseIndex(chunk_by_heading(load_corpus()), embed)
 
@@ -76,20 +75,20 @@ def course_tools(index: SearchIndex) -> list[Tool]:
     return [search_handbook_tool(index), check_committee_tool()]
 
 
-def simulated_user(case: Mapping[str, Any]) -> Callable[[str], str]:
+def simulated_user(case: Row) -> Callable[[str], str]:
     """The student of `case`: any question gets the case's `user_reply`, or `NO_MORE_DETAILS`."""
     reply = case["missing"]["user_reply"] if case.get("missing") else NO_MORE_DETAILS
     return lambda question: reply
 
 
-def conversation_row(conversation: Conversation) -> dict[str, Any]:
+def conversation_row(conversation: Conversation) -> Row:
     """A conversation as JSON: each turn's text, tool, result, seconds and tokens, and the outcome."""
     return {"outcome": conversation.outcome, "seconds": round(conversation.seconds, 2),
             "steps": [{"text": step.text, "tool": step.action.tool, "error": step.action.error, "result": step.result,
                        "seconds": round(step.seconds, 2), "tokens": step.tokens} for step in conversation.steps]}
 
 
-def conversation_from_row(row: Mapping[str, Any], case: Mapping[str, Any], tools: Sequence[Tool]) -> Conversation:
+def conversation_from_row(row: Row, case: Row, tools: Sequence[Tool]) -> Conversation:
     """The saved conversation of `case` again, each turn's text parsed as the loop parsed it."""
     system = tools_system_prompt(tools)
     steps = [ToolStep(step["text"], parse_action(step["text"], tools), step["result"], step["seconds"], step["tokens"])
@@ -98,7 +97,7 @@ def conversation_from_row(row: Mapping[str, Any], case: Mapping[str, Any], tools
                         steps, row["outcome"])
 
 
-def score_conversation(conversation: Conversation, case: Mapping[str, Any]) -> dict[str, Any]:
+def score_conversation(conversation: Conversation, case: Row) -> Row:
     """What one conversation got right, as the notebook's table counts it.
 
     first_tool: the first action's tool; right_tool: it is the case's `expected_tool` (for a
@@ -116,7 +115,7 @@ def score_conversation(conversation: Conversation, case: Mapping[str, Any]) -> d
     first_check = tools_in_order.index("check_committee") if "check_committee" in tools_in_order else None
     asked_before_check = ASK_USER in tools_in_order[:first_check]
     check = conversation.last_check()
-    row: dict[str, Any] = {
+    row: Row = {
         "id": case["id"], "split": case["split"], "kind": case["kind"], "outcome": conversation.outcome,
         "first_tool": first_tool,
         "right_tool": first_tool == (ASK_USER if missing else case["expected_tool"]),
@@ -138,13 +137,13 @@ def score_conversation(conversation: Conversation, case: Mapping[str, Any]) -> d
     return row
 
 
-def _conversations_run(llm: LLM, index: SearchIndex) -> tuple[list[Any], Callable[[int, Any], dict[str, Any]], dict]:
-    tools = course_tools(index)
+def _conversations_run(llm: LLM, results_dir: Path) -> Prepared:
+    tools = course_tools(handbook_index(llm.embed))
     system = tools_system_prompt(tools)
     schema = action_schema(tools)
     items = load_tool_cases()
 
-    def compute(i: int, case: dict[str, Any]) -> dict[str, Any]:
+    def compute(i: int, case: Row) -> Row:
         conversation = run_tools(llm, case["message"], tools, system=system, user=simulated_user(case))
         free = llm.chat(conversation.messages, max_tokens=FREE_TURN_MAX_TOKENS)
         parsed = parse_action(free.text, tools)
@@ -157,14 +156,14 @@ def _conversations_run(llm: LLM, index: SearchIndex) -> tuple[list[Any], Callabl
     return items, compute, settings
 
 
-def _search_queries_run(llm: LLM, index: SearchIndex) -> tuple[list[Any], Callable[[int, Any], dict[str, Any]], dict]:
-    tools = course_tools(index)
+def _search_queries_run(llm: LLM, results_dir: Path) -> Prepared:
+    tools = course_tools(handbook_index(llm.embed))
     system = tools_system_prompt(tools)
     questions = load_questions()
     items = questions[(questions["split"] == "dev") & (questions["type"] == "answerable")].sort_values("id")
     items = [{"id": row.id, "question": row.question} for row in items.itertuples()]
 
-    def compute(i: int, item: dict[str, Any]) -> dict[str, Any]:
+    def compute(i: int, item: Row) -> Row:
         conversation = run_tools(llm, item["question"], tools, system=system, max_steps=1, allowed=["search_handbook"])
         step = conversation.steps[0]
         return {"id": item["id"], "query": step.action.arguments.query if step.action.ok else None,
@@ -173,12 +172,12 @@ def _search_queries_run(llm: LLM, index: SearchIndex) -> tuple[list[Any], Callab
     return items, compute, {"system": fingerprint(system), "allowed": ["search_handbook"], "items": fingerprint(items)}
 
 
-def _asking_first_run(llm: LLM, index: SearchIndex) -> tuple[list[Any], Callable[[int, Any], dict[str, Any]], dict]:
-    tools = course_tools(index)
+def _asking_first_run(llm: LLM, results_dir: Path) -> Prepared:
+    tools = course_tools(handbook_index(llm.embed))
     system = tools_system_prompt(tools)
     items = [case for case in load_tool_cases() if case["split"] == "test" and case["kind"] != "rule-question"]
 
-    def compute(i: int, case: dict[str, Any]) -> dict[str, Any]:
+    def compute(i: int, case: Row) -> Row:
         conversation = run_tools(llm, case["message"], tools, system=system, user=simulated_user(case),
                                  first_allowed=[ASK_USER])
         return {"id": case["id"], **conversation_row(conversation)}
@@ -192,7 +191,7 @@ _FIELD_WORDS = {"is_tenured_or_emeritus": ("tenur", "emerit"), "has_faculty_appo
                 "postdoc", "lecturer", "professor"), "primary_department": ("department",), "is_advisor": ("advis",)}
 
 
-def asks_about(question: str, missing: Mapping[str, Any]) -> bool:
+def asks_about(question: str, missing: Row) -> bool:
     """Whether `question` names the missing member (by surname) and the missing fact (by a word for it).
 
     A screen by words, so "Is Dr. Strand tenured?" passes and "Is Dr. Strand a professor of Geography?"
@@ -205,17 +204,5 @@ def asks_about(question: str, missing: Mapping[str, Any]) -> bool:
 
 TOOL_RUNS = {CONVERSATIONS_RUN: _conversations_run, SEARCH_QUERIES_RUN: _search_queries_run,
              ASKING_FIRST_RUN: _asking_first_run}
-"""Each saved run's items, the function that computes a row, and the settings its header keeps."""
-
-
-def produce_tool_run(name: str, llm: LLM, embed: Callable[[Sequence[str]], Any], *, results_dir: Path = RESULTS_DIR,
-                     progress: bool = True) -> Path:
-    """Produce (or resume) the saved run `name` with the live model `llm`; returns its path."""
-    from lib.runs import run_items
-
-    if name not in TOOL_RUNS:
-        raise ValueError(f"no saved run {name!r}; the runs are {list(TOOL_RUNS)}")
-    items, compute, settings = TOOL_RUNS[name](llm, handbook_index(embed))
-    return run_items(name, items, compute, model=llm.identity, backend=llm.backend_name, settings=settings,
-                     mode="live", command=remake_command(f"python setup/run_tools.py --run {name}", Path(results_dir)),
-                     results_dir=results_dir, progress=progress)
+"""How each saved run is prepared (`lib.saved_runs.items.item_producer` makes its producer): its items,
+the function that computes a row, and the settings its header keeps."""
