@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NB ?=
 
-.PHONY: setup model run run-server load-test lint test test-slow test-all record update refresh results lab smoke bench bench-course drift clean
+.PHONY: setup model run run-server serve load-test lint test test-slow test-all record update refresh results lab smoke bench bench-course drift clean
 
 setup:
 	@bash setup/install.sh
@@ -15,6 +15,9 @@ run: setup            ## execute every notebook live against the embedded model 
 
 run-server: setup     ## execute every notebook live against the same model behind llama_cpp.server (copies in build/server/)
 	$(PY) setup/run_server.py --only "$(NB)"
+
+serve: setup          ## the class server: llama-server (xllamacpp) with the model; HOST, PORT (8080), SLOTS (4), THREADS; Ctrl+C stops it
+	$(PY) setup/serve.py --host $(or $(HOST),127.0.0.1) --port $(or $(PORT),8080) --slots $(or $(SLOTS),4) $(if $(THREADS),--threads $(THREADS))
 
 load-test: setup      ## LEARNERS (default 30) learners Run All one notebook (NOTEBOOK=00-setup) on one llama_cpp.server
 	$(PY) setup/load_test.py --learners $(or $(LEARNERS),30) --notebook $(or $(NOTEBOOK),00-setup)
