@@ -19,8 +19,8 @@ run-server: setup     ## execute every notebook live against the same model behi
 serve: setup          ## the class server: llama-server (xllamacpp) with the model; HOST, PORT (8080), SLOTS (4), THREADS; Ctrl+C stops it
 	$(PY) setup/serve.py --host $(or $(HOST),127.0.0.1) --port $(or $(PORT),8080) --slots $(or $(SLOTS),4) $(if $(THREADS),--threads $(THREADS))
 
-load-test: setup      ## LEARNERS (default 30) learners Run All one notebook (NOTEBOOK=00-setup) on one llama_cpp.server
-	$(PY) setup/load_test.py --learners $(or $(LEARNERS),30) --notebook $(or $(NOTEBOOK),00-setup)
+load-test: setup      ## LEARNERS (default 30) learners Run All one notebook (NOTEBOOK=00-setup) on each ENGINE (llama-server, llama-cpp-python; default both); LEVELS=1,5 SECONDS=120 SLOTS=4 JSON=file
+	$(PY) setup/load_test.py --learners $(or $(LEARNERS),30) --notebook $(or $(NOTEBOOK),00-setup) $(if $(ENGINE),--engine $(ENGINE)) $(if $(LEVELS),--levels $(LEVELS)) $(if $(SECONDS),--seconds $(SECONDS)) $(if $(SLOTS),--slots $(SLOTS)) $(if $(JSON),--json $(JSON))
 
 # Two workers; the tests that load the model share one of them (tests/conftest.py groups them and
 # hands out the longest work first), and each notebook's cells stay on one worker.
