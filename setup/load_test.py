@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import threading
 import time
@@ -269,12 +270,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         document = {"notebook": args.notebook, "requests_per_learner": len(requests), "seconds_cap": args.seconds,
                     "p95_limit_s": args.p95_limit, "cores": os.cpu_count(), "note": args.note,
-                    "command": "python setup/load_test.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                    "command": _command(sys.argv[1:] if argv is None else argv),
                     "engines": [figures(name, settings, results, args.p95_limit)
                                 for name, settings, results in measured]}
         Path(args.json).write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
         print(f"\nfigures written to {args.json}")
     return 0
+
+
+def _command(argv: list[str]) -> str:
+    """The command line that remakes a --json file, with the thread setting it ran under."""
+    threads = f"WORKBOOK_THREADS={os.environ['WORKBOOK_THREADS']} " if os.environ.get("WORKBOOK_THREADS") else ""
+    return f"{threads}python setup/load_test.py {shlex.join(argv)}"
 
 
 def _counts(requests: list[Request]) -> dict[str, int]:

@@ -103,6 +103,17 @@ def test_two_learners_requests_are_computed_together(engine, client):
     assert [replies[0], replies[1]] == alone
 
 
+def test_the_load_tests_learners_are_answered_and_their_reply_tokens_counted(engine):
+    from setup.load_test import Request, run_level
+
+    requests = [Request("tokenize", {"text": "Where is my card?"}, "tokenize"),
+                Request("chat", {"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 2}, "chat")]
+    level = run_level(engine.base_url, engine.model, requests, learners=3, seconds=600)
+    assert (len(level.latencies["tokenize"]), len(level.latencies["chat"])) == (3, 3)
+    assert not level.errors and level.timeouts == 0 and level.not_sent == 0
+    assert 3 <= level.reply_tokens <= 6 and level.tokens_per_second() > 0
+
+
 def test_what_a_server_cannot_give_says_what_to_use_instead(client):
     with pytest.raises(CapabilityError, match=r"chat\(\.\.\., grammar=\.\.\., top_logprobs=k\).*embedded backend"):
         client.next_token_logprobs(QUESTION, prefix="The answer is")
