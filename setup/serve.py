@@ -80,7 +80,7 @@ def running_llama_server(model_path: Path | None = None, *, host: str = DEFAULT_
         raise ValueError(f"slots must be at least 1, got {slots}")
     model_path = configured_model().path if model_path is None else model_path
     model_id = served_model_id() if model_id is None else model_id
-    port = free_port() if port is None else port
+    port = free_port() if port is None else _check_free(host, port)
     n_ctx = context_tokens_setting() if n_ctx is None else n_ctx
     threads = threads_setting() if threads is None else threads
     params = xllamacpp.CommonParams()
@@ -96,13 +96,30 @@ def running_llama_server(model_path: Path | None = None, *, host: str = DEFAULT_
     params.cpuparams_batch.n_threads = threads
     if quiet:
         params.verbosity = QUIET
-    server = xllamacpp.Server(params)  # loads the model and starts serving; raises if it cannot
+    try:
+        server = xllamacpp.Server(params)  # loads the model and starts serving
+    except RuntimeError as error:
+        raise RuntimeError(f"llama-server did not start with {model_path} on {host}:{port} ({error}); run "
+                           "`python setup/serve.py --verbose` to read llama.cpp's own log") from None
     try:
         base_url = f"http://{host}:{port}/v1"
         _wait_until_it_answers(f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/v1")
         yield EngineServer(base_url, model_id, n_ctx, slots, threads)
     finally:
         del server  # the engine stops its HTTP threads and frees the model
+
+
+def _check_free(host: str, port: int) -> int:
+    """`port`, once it is known that nothing listens on `host`:`port` (llama.cpp would only say
+    that the server failed to start)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as llama.cpp does: a just-stopped server's port is free
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise RuntimeError(f"cannot listen on {host}:{port} ({error.strerror}): stop what uses that port "
+                               "or choose another one (make serve PORT=8081)") from None
+    return port
 
 
 def _wait_until_it_answers(base_url: str, seconds: float = 60) -> None:
@@ -148,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: the server was stopped", file=sys.stderr)
         return 130
+    except RuntimeError as error:
+        print(error, file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

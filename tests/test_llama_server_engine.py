@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -61,6 +62,13 @@ def test_a_grammar_constrained_reply_with_top_logprobs(client):
     # The candidates are the model's distribution before the grammar's mask (as the embedded model
     # reports it), so the chosen token is among them and the top five add up to at most 1.
     assert first.token in dict(first.top) and sum(2.718281828 ** lp for _, lp in first.top) <= 1 + 1e-6
+
+
+def test_it_gives_more_candidates_than_the_librarys_default_cap_when_asked(engine, client):
+    with pytest.raises(CapabilityError, match="at most 20 top candidates.*WORKBOOK_MAX_TOP_LOGPROBS"):
+        client.chat(QUESTION, max_tokens=1, top_logprobs=200)
+    wider = OpenAICompatibleLLM(engine.base_url, engine.model, max_top_logprobs=200, timeout=300)
+    assert len(wider.chat(QUESTION, max_tokens=1, top_logprobs=200).tokens[0].top) == 200
 
 
 def test_next_token_logprobs_scores_the_asked_tokens(client):
@@ -124,6 +132,20 @@ def test_what_a_server_cannot_give_says_what_to_use_instead(client):
                          {"card_lost": "my card is lost", "card_arrived": "my card came"}, {"cards": "cards"})
     with pytest.raises(CapabilityError, match="embedded backend"):
         FullListDecider(client, groups, exact=True)
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(RuntimeError, match=r"cannot listen on 127\.0\.0\.1:\d+ .*choose another one"):
+            with running_llama_server(port=taken.getsockname()[1], slots=1, n_ctx=512, threads=1):
+                pass
+    not_a_model = tmp_path / "not-a-model.gguf"
+    not_a_model.write_bytes(b"\0" * 1024)
+    with pytest.raises(RuntimeError, match="llama-server did not start with .*not-a-model.gguf"):
+        with running_llama_server(not_a_model, slots=1, n_ctx=512, threads=1):
+            pass
 
 
 @pytest.mark.slow
