@@ -10,9 +10,17 @@ override NAME := $(value NAME)
 override LEARNERS := $(value LEARNERS)
 override NOTEBOOK := $(value NOTEBOOK)
 override ONLY := $(value ONLY)
-export NB NAME LEARNERS NOTEBOOK ONLY
+override HOST := $(value HOST)
+override PORT := $(value PORT)
+override SLOTS := $(value SLOTS)
+override THREADS := $(value THREADS)
+override ENGINE := $(value ENGINE)
+override LEVELS := $(value LEVELS)
+override SECONDS := $(value SECONDS)
+override JSON := $(value JSON)
+export NB NAME LEARNERS NOTEBOOK ONLY HOST PORT SLOTS THREADS ENGINE LEVELS SECONDS JSON
 
-.PHONY: setup model run run-server load-test lint test test-slow test-all record update refresh results lab smoke site site-smoke bench bench-course drift clean
+.PHONY: setup model run run-server serve load-test lint test test-slow test-all record update refresh results lab smoke site site-smoke bench bench-course drift clean
 
 setup:
 	@bash setup/install.sh
@@ -26,8 +34,11 @@ run: setup            ## execute every notebook live against the embedded model 
 run-server: setup     ## execute every notebook live against the same model behind llama_cpp.server (copies in build/server/)
 	$(PY) setup/run_server.py --only "$$NB"
 
-load-test: setup      ## LEARNERS (default 30) learners Run All one notebook (NOTEBOOK=00-setup) on one llama_cpp.server
-	$(PY) setup/load_test.py --learners "$${LEARNERS:-30}" --notebook "$${NOTEBOOK:-00-setup}"
+serve: setup          ## the class server: llama-server (xllamacpp) with the model; HOST, PORT (8080), SLOTS (4), THREADS; Ctrl+C stops it
+	$(PY) setup/serve.py --host "$${HOST:-127.0.0.1}" --port "$${PORT:-8080}" --slots "$${SLOTS:-4}" $${THREADS:+--threads "$$THREADS"}
+
+load-test: setup      ## LEARNERS (default 30) learners Run All one notebook (NOTEBOOK=00-setup) on each ENGINE (llama-server, llama-cpp-python; default both); LEVELS=1,5 SECONDS=120 SLOTS=4 JSON=file
+	$(PY) setup/load_test.py --learners "$${LEARNERS:-30}" --notebook "$${NOTEBOOK:-00-setup}" $${ENGINE:+--engine "$$ENGINE"} $${LEVELS:+--levels "$$LEVELS"} $${SECONDS:+--seconds "$$SECONDS"} $${SLOTS:+--slots "$$SLOTS"} $${JSON:+--json "$$JSON"}
 
 # Two workers; the tests that load the model share one of them (tests/conftest.py groups them and
 # hands out the longest work first), and each notebook's cells stay on one worker.

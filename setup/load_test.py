@@ -3,6 +3,7 @@
     python setup/load_test.py                        # 1, 5, 10 and 30 learners on 00-setup (make load-test)
     python setup/load_test.py --learners 10 --notebook 01-grounding --seconds 120
     python setup/load_test.py --base-url http://gpu-box:8080/v1 --model qwen  # a server already running
+    python setup/load_test.py --engine llama-server,llama-cpp-python --levels 1,5 --json data/load-test-engines.json
 
 Each simulated learner sends the requests its notebook makes, in the order of the notebook's
 recording (data/recordings/<notebook>.jsonl), one after another with no pause: the worst
@@ -11,16 +12,23 @@ with its own connection, using the workbook's own server client, so deadlines an
 the ones a notebook would meet. Requests the library never sends a server (continuing a
 partial reply) are left out and counted.
 
-Without --base-url the pinned model is started behind llama_cpp.server on 127.0.0.1 (as
-`make run-server` does) and stopped at the end. Each level of learners is bounded: a learner
+Without --base-url the pinned model is started on 127.0.0.1 behind each --engine in turn, the
+same learners on each (`llama-cpp-python`: llama_cpp.server, as `make run-server` does, one request
+at a time; `llama-server`: llama.cpp's own server as `make serve` starts it, --slots requests
+computed together), and stopped after its levels. Each level of learners is bounded: a learner
 starts no new request once --seconds have passed, so a level ends within about --seconds plus
 the slowest request's deadline. Printed per level: requests answered, latency p50 / p95 / max
-(seconds from sending a request to its whole answer), per kind of request, errors, timeouts
-and requests never sent; then the largest level whose p95 stayed under --p95-limit seconds.
+(seconds from sending a request to its whole answer), reply tokens per second (all learners'
+chat reply tokens over the level's wall time), per kind of request, errors, timeouts and requests
+never sent; then the largest level whose p95 stayed under --p95-limit seconds. --json writes the
+same figures, with the machine's core count and the engines' settings, to a file.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shlex
 import sys
 import threading
 import time
@@ -36,6 +44,10 @@ from lib.backends.protocol import CapabilityError  # noqa: E402
 from lib.backends.openai_compatible import OpenAICompatibleLLM, ServerError, ServerUnavailableError  # noqa: E402
 from lib.recording import RECORDINGS_DIR, RecordingStore  # noqa: E402
 from lib.backends.server import running_server  # noqa: E402
+from setup.serve import DEFAULT_SLOTS, running_llama_server  # noqa: E402
+
+ENGINES = ("llama-server", "llama-cpp-python")
+"""What --engine names: llama.cpp's own server (xllamacpp, `make serve`) and llama-cpp-python's."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,11 @@ class LevelResult:
     errors: list[str] = field(default_factory=list)
     timeouts: int = 0
     not_sent: int = 0
+    reply_tokens: int = 0  # chat reply tokens of the answered requests
+
+    def tokens_per_second(self) -> float:
+        """Reply tokens written per second of the level, all learners together."""
+        return self.reply_tokens / self.seconds if self.seconds > 0 else float("nan")
 
     def all_latencies(self) -> list[float]:
         return [seconds for values in self.latencies.values() for seconds in values]
@@ -106,7 +123,7 @@ def run_level(base_url: str, model: str, requests: list[Request], learners: int,
                 return
             sent = time.monotonic()
             try:
-                getattr(client, request.method)(**request.arguments)
+                answer = getattr(client, request.method)(**request.arguments)
             except (ServerError, ServerUnavailableError, CapabilityError, ValueError) as error:
                 with lock:
                     if "did not finish answering within" in str(error):
@@ -116,6 +133,7 @@ def run_level(base_url: str, model: str, requests: list[Request], learners: int,
                 continue
             with lock:
                 result.latencies[request.kind].append(time.monotonic() - sent)
+                result.reply_tokens += getattr(answer, "completion_tokens", 0)
 
     threads = [threading.Thread(target=learner, daemon=True) for _ in range(learners)]
     began = time.monotonic()
@@ -134,12 +152,13 @@ def percentile(values: list[float], q: float) -> float:
 def report(results: list[LevelResult], p95_limit: float) -> str:
     """The per-level table, the per-kind table and the one-line answer."""
     lines = [f"{'learners':>8}  {'answered':>8}  {'p50 s':>7}  {'p95 s':>7}  {'max s':>7}  {'errors':>6}  "
-             f"{'timeouts':>8}  {'not sent':>8}  {'wall s':>7}"]
+             f"{'timeouts':>8}  {'not sent':>8}  {'wall s':>7}  {'tok/s':>6}"]
     for level in results:
         values = level.all_latencies()
         lines.append(f"{level.learners:>8}  {len(values):>8}  {percentile(values, 50):>7.1f}  "
                      f"{percentile(values, 95):>7.1f}  {max(values, default=float('nan')):>7.1f}  "
-                     f"{len(level.errors):>6}  {level.timeouts:>8}  {level.not_sent:>8}  {level.seconds:>7.0f}")
+                     f"{len(level.errors):>6}  {level.timeouts:>8}  {level.not_sent:>8}  {level.seconds:>7.0f}  "
+                     f"{level.tokens_per_second():>6.1f}")
     lines.append("\nby kind of request (p50 / p95 seconds, answered):")
     kinds = sorted({kind for level in results for kind in level.latencies})
     for level in results:
@@ -149,12 +168,34 @@ def report(results: list[LevelResult], p95_limit: float) -> str:
     for level in results:
         for error in sorted(set(level.errors))[:3]:
             lines.append(f"  {level.learners} learners, error: {error}")
+    held = learners_held(results, p95_limit)
+    answer = f"{held} learner(s) at once" if held else "not even one learner"
+    lines.append(f"\nlargest level with p95 <= {p95_limit:g} s, no error, no timeout and every request sent: {answer}")
+    return "\n".join(lines)
+
+
+def learners_held(results: list[LevelResult], p95_limit: float) -> int:
+    """The largest level whose p95 stayed within `p95_limit` seconds with no error, no timeout
+    and every request sent (0 when none did)."""
     served = [level.learners for level in results
               if level.all_latencies() and percentile(level.all_latencies(), 95) <= p95_limit
               and not level.errors and not level.timeouts and not level.not_sent]
-    answer = f"{max(served)} learner(s) at once" if served else "not even one learner"
-    lines.append(f"\nlargest level with p95 <= {p95_limit:g} s, no error, no timeout and every request sent: {answer}")
-    return "\n".join(lines)
+    return max(served, default=0)
+
+
+def figures(engine: str, settings: dict, results: list[LevelResult], p95_limit: float) -> dict:
+    """One engine's levels as JSON: what --json writes, and the README's side-by-side table."""
+    def rounded(value: float) -> float | None:
+        return round(value, 2) if value == value else None  # NaN (nothing answered) -> null
+
+    levels = [{"learners": level.learners, "answered": len(level.all_latencies()), "errors": len(level.errors),
+               "timeouts": level.timeouts, "not_sent": level.not_sent,
+               "p50_s": rounded(percentile(level.all_latencies(), 50)),
+               "p95_s": rounded(percentile(level.all_latencies(), 95)),
+               "max_s": rounded(max(level.all_latencies(), default=float("nan"))),
+               "wall_s": rounded(level.seconds), "reply_tokens": level.reply_tokens,
+               "reply_tokens_per_s": rounded(level.tokens_per_second())} for level in results]
+    return {"engine": engine, **settings, "levels": levels, "learners_held": learners_held(results, p95_limit)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,11 +210,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--p95-limit", type=float, default=5.0, help="the p95 latency (s) a class still accepts")
     parser.add_argument("--base-url", default="", help="a server already running (else one is started here)")
     parser.add_argument("--model", default="", help="the model id that server knows (with --base-url)")
+    parser.add_argument("--engine", default=",".join(ENGINES), help="without --base-url: the engines to start, "
+                        f"one after another, separated by commas ({', '.join(ENGINES)}; default both)")
+    parser.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help="llama-server's parallel slots "
+                        f"(default {DEFAULT_SLOTS}, as make serve)")
+    parser.add_argument("--json", default="", help="also write the figures to this file")
+    parser.add_argument("--note", default="", help="with --json: a sentence on the machine (e.g. that it was shared)")
     args = parser.parse_args(argv)
     if args.learners < 1 or args.seconds <= 0:
         parser.error("--learners must be at least 1 and --seconds positive")
     if bool(args.base_url) != bool(args.model):
         parser.error("--base-url and --model go together")
+    engines = [name.strip() for name in args.engine.split(",") if name.strip()]
+    if not engines or set(engines) - set(ENGINES):
+        parser.error(f"--engine {args.engine!r}: name {' or '.join(ENGINES)} (or both, separated by a comma)")
     requests, left_out = notebook_requests(args.notebook)
     try:
         levels = sorted({int(level) for level in args.levels.split(",")} if args.levels else
@@ -193,20 +243,45 @@ def main(argv: list[str] | None = None) -> int:
             results.append(run_level(base_url, model, requests, learners, args.seconds))
         return results
 
+    measured: list[tuple[str, dict, list[LevelResult]]] = []
     try:
         if args.base_url:
-            results = measure(args.base_url, args.model)
-        else:
-            with running_server() as server:
-                print(f"llama_cpp.server on {server.base_url}: context {server.n_ctx} tokens, {server.threads} "
-                      "threads, one request computed at a time (it has no parallel slots)", flush=True)
-                results = measure(server.base_url, server.model)
+            measured.append((args.base_url, {}, measure(args.base_url, args.model)))
+        for engine in [] if args.base_url else engines:
+            if engine == "llama-cpp-python":
+                with running_server() as server:
+                    print(f"llama-cpp-python (llama_cpp.server) on {server.base_url}: context {server.n_ctx} tokens, "
+                          f"{server.threads} threads, one request computed at a time (it has no parallel slots)",
+                          flush=True)
+                    settings = {"context_tokens": server.n_ctx, "threads": server.threads, "slots": 1}
+                    measured.append((engine, settings, measure(server.base_url, server.model)))
+            else:
+                with running_llama_server(slots=args.slots) as server:
+                    print(f"llama-server (xllamacpp) on {server.base_url}: {server.slots} slots of {server.n_ctx} "
+                          f"tokens, {server.threads} threads, continuous batching", flush=True)
+                    settings = {"context_tokens": server.n_ctx, "threads": server.threads, "slots": server.slots}
+                    measured.append((engine, settings, measure(server.base_url, server.model)))
     except KeyboardInterrupt:
         print("interrupted: the server was stopped", file=sys.stderr)
         return 130
-    print()
-    print(report(results, args.p95_limit))
+    for name, _, results in measured:
+        print(f"\n{name}:")
+        print(report(results, args.p95_limit))
+    if args.json:
+        document = {"notebook": args.notebook, "requests_per_learner": len(requests), "seconds_cap": args.seconds,
+                    "p95_limit_s": args.p95_limit, "cores": os.cpu_count(), "note": args.note,
+                    "command": _command(sys.argv[1:] if argv is None else argv),
+                    "engines": [figures(name, settings, results, args.p95_limit)
+                                for name, settings, results in measured]}
+        Path(args.json).write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+        print(f"\nfigures written to {args.json}")
     return 0
+
+
+def _command(argv: list[str]) -> str:
+    """The command line that remakes a --json file, with the thread setting it ran under."""
+    threads = f"WORKBOOK_THREADS={os.environ['WORKBOOK_THREADS']} " if os.environ.get("WORKBOOK_THREADS") else ""
+    return f"{threads}python setup/load_test.py {shlex.join(argv)}"
 
 
 def _counts(requests: list[Request]) -> dict[str, int]:

@@ -116,7 +116,7 @@ MODEL_FIXTURES = frozenset({"embedded", "server_url", "served", "demo_recording"
 test_decisions.py, embeds with it)."""
 SERVER_FIXTURES = frozenset({"server_url", "served"})
 """Fixtures over the shared llama_cpp.server (started once by the worker that runs `MODEL_SCOPE`)."""
-MODEL_MODULES = frozenset({"test_llm.py", "test_llama_server.py", "test_reliability_model.py",
+MODEL_MODULES = frozenset({"test_llm.py", "test_llama_server.py", "test_llama_server_engine.py", "test_reliability_model.py",
                            "test_reliability_server.py", "test_reliability_injection.py"})
 """Test files that load the model throughout (fixtures of their own over it, or a model of their own)."""
 ONE_SCOPE_PER_TEST = frozenset({"test_notebook_rerun.py", "test_run_notebooks.py"})

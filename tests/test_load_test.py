@@ -1,7 +1,7 @@
 """`make load-test`: the requests it replays, a level of learners against a real server, the report."""
 from __future__ import annotations
 
-from setup.load_test import LevelResult, Request, notebook_requests, report, run_level
+from setup.load_test import LevelResult, Request, figures, notebook_requests, report, run_level
 
 
 def test_a_notebooks_requests_come_from_its_recording_and_prefix_calls_are_left_out():
@@ -29,3 +29,14 @@ def test_the_report_names_the_largest_level_under_the_p95_limit_with_nothing_los
     text = report([fast, lossy, slow], p95_limit=5.0)
     assert text.rstrip().endswith("every request sent: 1 learner(s) at once")
     assert "not even one learner" in report([slow], p95_limit=5.0)
+
+
+def test_the_figures_name_the_engine_its_settings_and_count_reply_tokens_per_second():
+    answered, silent = LevelResult(1, seconds=10.0, reply_tokens=25), LevelResult(5, seconds=4.0)
+    answered.latencies["chat"] += [2.0, 3.0]
+    silent.errors.append("chat: ServerError: 500")
+    engine = figures("llama-server", {"slots": 4, "threads": 1}, [answered, silent], p95_limit=5.0)
+    assert (engine["engine"], engine["slots"], engine["learners_held"]) == ("llama-server", 4, 1)
+    first, second = engine["levels"]
+    assert (first["answered"], first["reply_tokens_per_s"], first["p50_s"]) == (2, 2.5, 2.5)
+    assert (second["answered"], second["errors"], second["p95_s"]) == (0, 1, None)  # nothing answered: no p95
