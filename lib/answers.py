@@ -138,6 +138,10 @@ def close_to(value: Any, expected: float, *, tolerance: float) -> bool:
 
 def all_close_to(values: Any, expected: Sequence[float], *, tolerance: float) -> bool:
     """Whether `values` is a sequence of numbers as long as `expected` and each within `tolerance`."""
-    if not isinstance(values, (list, tuple, np.ndarray)) or len(values) != len(expected):
+    if isinstance(values, (str, bytes)):
+        return False
+    if not isinstance(values, (list, tuple, np.ndarray)):
+        raise TypeError(f"expected a sequence of numbers, got {type(values).__name__}")
+    if len(values) != len(expected):
         return False
     return all(close_to(v, e, tolerance=tolerance) for v, e in zip(list(values), expected))
