@@ -3,8 +3,9 @@
 An exercise is a checker function registered under its id (`exercise`) with the hint a learner
 sees on a wrong answer; `check` prints "correct" or that hint, and `is_correct` judges without
 printing. A malformed answer (wrong type, unparsable) counts as wrong, with a note on what was
-expected. The comparisons checkers share (`normalized_answer`, `whole_number`, `close_to`, `all_close_to`) live
-here too; the exercises themselves are registered by `lib.exercises`.
+expected; numbers and strings are read strictly (`real_number`, `normalized_answer`), so an object
+that compares equal to anything, or a string of digits, never passes. The comparisons checkers share (`normalized_answer`, `real_number`, `whole_number`, `close_to`,
+`all_close_to`) live here too; the exercises themselves are registered by `lib.exercises`.
 """
 from __future__ import annotations
 
@@ -113,11 +114,10 @@ def real_number(answer: Any) -> float:
     """
     if type(answer) not in (int, float) and type(answer) not in _NUMPY_REALS:
         raise TypeError(f"expected a number, got {type(answer).__name__}")
-    if isinstance(answer, int):
-        if abs(answer) > 2 ** 1023:  # past the largest float: no answer of the workbook is one
-            raise ValueError("expected a finite number")
-        return float(answer)
-    number = float(answer)
+    try:
+        number = float(answer)
+    except OverflowError:  # an int past the largest float
+        raise ValueError("expected a finite number") from None
     if not math.isfinite(number):
         raise ValueError("expected a finite number")
     return number

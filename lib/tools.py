@@ -55,8 +55,8 @@ TOOL_MAX_TOKENS = 400
 MAX_STEPS = 5
 """Turns before the loop gives up with the outcome "step limit"."""
 MAX_RESULT_CHARS = 4000
-"""The longest tool result, as JSON, that the model is shown: three search results or a check of eight members
-take under 3,000; a longer one is cut, with a note saying so, so one result cannot fill the model's context."""
+"""The longest tool result, as JSON, that the model is shown (the saved runs' longest is 1,811 characters); a
+longer one is cut, with a note saying so, so that one result cannot fill the model's context."""
 _QUERY_CHARS = 90  # a longer bound nests the converter's grammar past lib.grammar.MAX_GRAMMAR_NESTING
 
 
