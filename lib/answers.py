@@ -3,8 +3,9 @@
 An exercise is a checker function registered under its id (`exercise`) with the hint a learner
 sees on a wrong answer; `check` prints "correct" or that hint, and `is_correct` judges without
 printing. A malformed answer (wrong type, unparsable) counts as wrong, with a note on what was
-expected. The comparisons checkers share (`normalized_answer`, `whole_number`, `close_to`, `all_close_to`) live
-here too; the exercises themselves are registered by `lib.exercises`.
+expected; numbers and strings are read strictly (`real_number`, `normalized_answer`), so an object
+that compares equal to anything, or a string of digits, never passes. The comparisons checkers share (`normalized_answer`, `real_number`, `whole_number`, `close_to`,
+`all_close_to`) live here too; the exercises themselves are registered by `lib.exercises`.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 from lib.text import normalize_text
 
 __all__ = ["Exercise", "exercise", "exercise_ids", "plain_answer", "is_correct", "check", "normalized_answer",
-           "whole_number", "close_to", "all_close_to"]
+           "real_number", "whole_number", "close_to", "all_close_to"]
 
 
 @dataclass(frozen=True)
@@ -90,27 +91,57 @@ def check(exercise_id: str, answer: Any) -> None:
 
 
 def normalized_answer(text: Any) -> str:
-    """A typed answer as it is compared: `lib.text.normalize_text`, without surrounding quote marks."""
-    if not isinstance(text, str):
+    """A typed answer as it is compared: `lib.text.normalize_text`, without surrounding quote marks.
+
+    Only a `str` itself is read (TypeError otherwise): a subclass could compare equal to anything.
+    """
+    if type(text) is not str:
         raise TypeError("expected a string")
     return normalize_text(text).strip("'\"` ")
 
 
+_NUMPY_REALS = frozenset(np.dtype(code).type for code in np.typecodes["AllInteger"] + np.typecodes["Float"])
+
+
+def real_number(answer: Any) -> float:
+    """`answer` as a finite float, read strictly: TypeError unless it is an `int`, a `float` or a numpy
+    integer or floating scalar (bools, strings, arrays, Series, subclasses and other objects refused),
+    ValueError when it is not finite.
+
+    An object of another type decides for itself what it converts to or compares equal to, so it
+    could pass a check without holding the right number; a string such as "0.5" is a number typed
+    in, not one computed.
+    """
+    if type(answer) not in (int, float) and type(answer) not in _NUMPY_REALS:
+        raise TypeError(f"expected a number, got {type(answer).__name__}")
+    try:
+        number = float(answer)
+    except OverflowError:  # an int past the largest float
+        raise ValueError("expected a finite number") from None
+    if not math.isfinite(number):
+        raise ValueError("expected a finite number")
+    return number
+
+
 def whole_number(answer: Any) -> int:
-    """`answer` as an int; ValueError when it is not a whole number (True, 2.5 and "two" are not)."""
-    if isinstance(answer, bool) or float(answer) != int(answer):
+    """`answer` as an int; ValueError or TypeError when it is not a whole `real_number` (True, 2.5, "two" and "3" are not)."""
+    number = real_number(answer)
+    if number != int(number):
         raise ValueError("expected a whole number")
     return int(answer)
 
 
 def close_to(value: Any, expected: float, *, tolerance: float) -> bool:
-    """Whether `value` is a finite number within `tolerance` of `expected`."""
-    number = float(value)
-    return math.isfinite(number) and abs(number - expected) <= tolerance
+    """Whether `value` is a `real_number` within `tolerance` of `expected` (raises for what is not one)."""
+    return abs(real_number(value) - expected) <= tolerance
 
 
 def all_close_to(values: Any, expected: Sequence[float], *, tolerance: float) -> bool:
     """Whether `values` is a sequence of numbers as long as `expected` and each within `tolerance`."""
-    if isinstance(values, (str, bytes)) or len(values) != len(expected):
+    if isinstance(values, (str, bytes)):
         return False
-    return all(not isinstance(v, bool) and close_to(v, e, tolerance=tolerance) for v, e in zip(values, expected))
+    if not isinstance(values, (list, tuple, np.ndarray)):
+        raise TypeError(f"expected a sequence of numbers, got {type(values).__name__}")
+    if len(values) != len(expected):
+        return False
+    return all(close_to(v, e, tolerance=tolerance) for v, e in zip(list(values), expected))

@@ -18,16 +18,22 @@ assistant then hands the question over rather than show a source that does not s
 cited for. A reply that is not an answer from the documents (ASK, OUT_OF_SCOPE, HAND_OVER)
 carries `FALLBACK_BANNER` and no citations (`fallback_reply`); a general answer given when the
 handbook is silent (`lib.fallback_answers`) carries `GENERAL_ANSWER_BANNER`.
+
+Markers, source lines and banners are written by code only. A model's text may hold look-alikes
+(copied from a section that contains "[2]", or written to look like a checked answer), and a
+reader cannot tell them from the real ones; `strip_markers` removes them from model text before
+it is rendered next to the real ones.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lib.quotes import QuoteVerdict
 
-__all__ = ["FALLBACK_BANNER", "GENERAL_ANSWER_BANNER", "Citation", "CitedAnswer", "source_lines", "number_sections",
-           "cite", "fallback_reply"]
+__all__ = ["FALLBACK_BANNER", "GENERAL_ANSWER_BANNER", "Citation", "CitedAnswer", "strip_markers", "source_lines",
+           "number_sections", "cite", "fallback_reply"]
 
 FALLBACK_BANNER = "[Not an answer from the documents]"
 """The first words of every reply that is not a cited answer, so no one mistakes it for one."""
@@ -35,6 +41,22 @@ FALLBACK_BANNER = "[Not an answer from the documents]"
 GENERAL_ANSWER_BANNER = "[Not from the handbook: a general answer, check with the office concerned]"
 """The first words of a fallback answer from general knowledge (`lib.fallback_answers`): the
 handbook has no section on the question, and the reader must know it is not Quillmere's policy."""
+
+
+_MARKER = r"\[\s*(?:\d+(?:\s*[,;\u2013-]\s*\d+)*|\?)\s*\]"
+_SOURCE_LINE = re.compile(rf"^[ \t]*(?:{_MARKER}[ \t]*)+\S+:[ \t]*\u201c.*$\n?", re.MULTILINE)
+_MARKERS = re.compile(rf"[ \t]*{_MARKER}")
+_BANNER = re.compile(r"\s*\[\s*not (?:an answer from the documents|from the handbook)[^\]\n]*\]\s*", re.IGNORECASE)
+
+
+def strip_markers(text: str) -> str:
+    """Model-written `text` without what only code writes: lines shaped like a source line
+    ("[2] handbook/x: \u201c...\u201d"), citation markers ("[1]", "[1, 2]", "[?]") and look-alikes of the two
+    banners; surrounding whitespace is stripped. Text without them is returned stripped, otherwise unchanged.
+    """
+    text = _SOURCE_LINE.sub("", text)
+    text = _BANNER.sub(" ", text)
+    return _MARKERS.sub("", text).strip()
 
 
 @dataclass(frozen=True)
@@ -90,9 +112,10 @@ class CitedAnswer:
         """The answer followed by its markers, then one line per cited section with its first quote.
 
         Markers appear once each, in the order first cited; quotes are cut to `width` characters.
+        Markers and banners the model wrote into the answer are removed first (`strip_markers`).
         """
         markers = list(dict.fromkeys(c.marker for c in self.citations))
-        lines = [f"{self.answer.strip()} {''.join(markers)}".rstrip()]
+        lines = [f"{strip_markers(self.answer)} {''.join(markers)}".rstrip()]
         return "\n".join(lines + source_lines(self.citations, width))
 
 

@@ -136,7 +136,7 @@ def _predicted_verdicts(answer: Any) -> bool:
 @exercise("nb03-ex2", hint="Copy a sentence from the section and change only its formatting: capital letters, "
           "extra spaces, a curly apostrophe or an en dash.", expects="a quote, as a string")
 def _normalized_only_quote(answer: Any) -> bool:
-    if not isinstance(answer, str):
+    if type(answer) is not str:  # a subclass decides for itself what it contains and equals
         raise TypeError("expected a string")
     source = {section.id: section.text for section in load_corpus()}["handbook/stipends"]
     return verify_quote(answer, source).kind == "normalized"
@@ -220,7 +220,7 @@ def _fewest_members_that_fix_the_committee(answer: Any) -> bool:
           "neither Computer Science nor Mathematics. Add your person to the case's gold members and run "
           "check_committee on the result.", expects="the name of one person in the faculty pool, as a string")
 def _member_that_fixes_the_committee(answer: Any) -> bool:
-    if not isinstance(answer, str):
+    if type(answer) is not str:  # a subclass decides for itself what it contains and equals
         raise ValueError("expected a name")
     cases, pool = _committee_cases_and_pool()
     case = cases["co-advisors-no-outsider"]
@@ -281,7 +281,7 @@ def _semantic_entropy_by_hand(answer: Any) -> bool:
 @exercise("nb10-ex2", hint="The k-th answer is compared with one representative per existing cluster, and "
           "bidirectional() stops after the first direction says no.", expects="a whole number")
 def _entailment_calls(answer: Any) -> bool:
-    return float(answer) == sum(range(5))
+    return whole_number(answer) == sum(range(5))
 
 
 @exercise("nb10-ex3", hint="Entropy of the shares 2/4 and 2/4, divided by log 4, taken from 1, gives the samples' "
@@ -530,7 +530,7 @@ def _ask_break_even(answer: Any) -> bool:
 
 @exercise("nb17-ex2", hint="k = ceil((n + 1) * (1 - alpha)) with n calibration messages.", expects="a whole number")
 def _conformal_rank(answer: Any) -> bool:
-    return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 18
+    return whole_number(answer) == 18
 
 
 @exercise("nb17-ex3", hint="Write both expected costs: ACT costs 30 minutes when the top answer is wrong; ASK costs "
@@ -569,7 +569,7 @@ def _answer_precision(answer: Any) -> bool:
 @exercise("nb19-ex1", hint="A marker is valid when its number names a shown section and its quote is in that very "
           "section; a claim with no number has no marker at all.", expects="a whole number")
 def _valid_model_markers(answer: Any) -> bool:
-    return isinstance(answer, (int, float)) and not isinstance(answer, bool) and float(answer) == 2
+    return whole_number(answer) == 2
 
 
 @exercise("nb19-ex2", hint="Compare the quote with the section word by word: is every word of the quote in the "
@@ -635,7 +635,7 @@ def _bounded_p_true(answer: Any) -> bool:
 
 @exercise("nb21-ex1", hint="Right for both counts in both totals; subtract it from the smaller model's.", expects="a count")
 def _only_the_smaller_model_right(answer: Any) -> bool:
-    return not isinstance(answer, bool) and answer == 820 - 790
+    return whole_number(answer) == 820 - 790
 
 
 @exercise("nb21-ex2", hint="ECE compares each bin's confidence with its accuracy, and here there is one bin; AUROC "

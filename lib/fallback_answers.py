@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lib.citations import GENERAL_ANSWER_BANNER
+from lib.citations import GENERAL_ANSWER_BANNER, strip_markers
 from lib.backends.protocol import Completion, LLM, Message
 
 __all__ = [
@@ -106,8 +106,9 @@ class FallbackAnswer:
 
     @property
     def reply(self) -> str:
-        """`GENERAL_ANSWER_BANNER`, then the answer."""
-        return f"{GENERAL_ANSWER_BANNER} {self.text}"
+        """`GENERAL_ANSWER_BANNER`, then the answer, without markers or banners the model wrote into it
+        (`lib.citations.strip_markers`): a general answer must not look like a cited one."""
+        return f"{GENERAL_ANSWER_BANNER} {strip_markers(self.text)}"
 
     @property
     def invented_policy(self) -> bool:

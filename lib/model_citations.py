@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from lib.citations import Citation, cite, source_lines
+from lib.citations import Citation, cite, source_lines, strip_markers
 from lib.grounding import grounding_messages
 from lib.backends.protocol import LLM, Message
 from lib.quotes import GroundedAnswer, Quote, verify_answer
@@ -140,8 +140,12 @@ class ModelCitedAnswer(StructuredResult[ClaimedAnswer]):
                 for i, v in enumerate(self.verdicts, start=1) if not v.valid]
 
     def render(self, width: int = 80) -> str:
-        """The sentences, each followed by its marker as written, then one line per cited section with its quote."""
-        text = " ".join(f"{v.claim.sentence.strip()} {v.marker}".rstrip() for v in self.verdicts)
+        """The sentences, each followed by its marker as written, then one line per cited section with its quote.
+
+        Markers and banners written inside a sentence are removed (`lib.citations.strip_markers`): the
+        only markers shown are the claims' checked `source` numbers.
+        """
+        text = " ".join(f"{strip_markers(v.claim.sentence)} {v.marker}".rstrip() for v in self.verdicts)
         return "\n".join([text, *source_lines([v.citation for v in self.verdicts if v.citation is not None], width)])
 
 

@@ -33,6 +33,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, Field
 
+from lib.checks import check_positive_int
 from lib.grammar import schema_for_model
 from lib.indexes import SearchIndex
 from lib.backends.protocol import LLM, Message, neutralise_template_tokens
@@ -42,7 +43,7 @@ __all__ = [
     "Tool", "MEMBER_FACTS", "ASK_INSTRUCTION", "SearchArguments", "CommitteeArguments", "AskArguments", "FinalArguments", "ASK_USER", "FINAL_ANSWER",
     "VERDICTS", "search_handbook_tool", "check_committee_tool", "action_schema", "tools_system_prompt",
     "ParsedAction", "parse_action", "ToolStep", "OUTCOMES", "Conversation", "run_tools", "TOOL_MAX_TOKENS",
-    "MAX_STEPS", "checker_result", "relay_errors", "code_verdict", "verdict_sentence", "stated_verdict",
+    "MAX_STEPS", "MAX_RESULT_CHARS", "checker_result", "relay_errors", "code_verdict", "verdict_sentence", "stated_verdict",
 ]
 
 ASK_USER = "ask_user"
@@ -53,6 +54,9 @@ TOOL_MAX_TOKENS = 400
 """The longest turn: a committee of eight members as JSON takes about 350 tokens."""
 MAX_STEPS = 5
 """Turns before the loop gives up with the outcome "step limit"."""
+MAX_RESULT_CHARS = 4000
+"""The longest tool result, as JSON, that the model is shown (the saved runs' longest is 1,811 characters); a
+longer one is cut, with a note saying so, so that one result cannot fill the model's context."""
 _QUERY_CHARS = 90  # a longer bound nests the converter's grammar past lib.grammar.MAX_GRAMMAR_NESTING
 
 
@@ -212,9 +216,12 @@ def parse_action(text: str, tools: Sequence[Tool], allowed: Sequence[str] | None
         data, _ = json.JSONDecoder().raw_decode(text, start)
     except json.JSONDecodeError as error:
         return ParsedAction(None, None, f"not valid JSON: {error.msg}")
+    except (ValueError, RecursionError) as error:  # a number of over 4,300 digits; objects nested past the limit
+        return ParsedAction(None, None, f"not valid JSON: {type(error).__name__}")
     name = data.get("tool") if isinstance(data, dict) else None
-    if name not in models:
-        return ParsedAction(None, None, f"unknown tool {name!r}; expected one of {list(models)}")
+    if not isinstance(name, str) or name not in models:
+        shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:60] + "..."
+        return ParsedAction(None, None, f"unknown tool {shown}; expected one of {list(models)}")
     try:
         call = models[name].model_validate(data)
     except pydantic.ValidationError as error:
@@ -265,8 +272,9 @@ class Conversation:
         return [step for step in self.steps if step.action.ok and step.action.tool != FINAL_ANSWER]
 
     def last_check(self) -> ToolStep | None:
-        """The last check_committee step, whose result the verdict must relay."""
-        checks = [step for step in self.steps if step.action.tool == "check_committee" and step.result is not None]
+        """The last check_committee step that returned a verdict (not an error), whose result the verdict must relay."""
+        checks = [step for step in self.steps if step.action.tool == "check_committee" and step.result is not None
+                  and "error" not in step.result]
         return checks[-1] if checks else None
 
     @property
@@ -298,8 +306,8 @@ def _logged_call(head: str, step: ToolStep) -> list[str]:
     if isinstance(arguments, CommitteeArguments):
         lines = [f"{head} home department {arguments.home_department!r}",
                  f"        {'member':<26} advisor faculty tenured  department"]
-        lines += [f"        {m.name[:26]:<26} {_yes(m.is_advisor):<7} {_yes(m.has_faculty_appointment):<7} "
-                  f"{_yes(m.is_tenured_or_emeritus):<8} {m.primary_department}" for m in arguments.members]
+        lines += [f"        {_one_line(m.name)[:26]:<26} {_yes(m.is_advisor):<7} {_yes(m.has_faculty_appointment):<7} "
+                  f"{_yes(m.is_tenured_or_emeritus):<8} {_one_line(m.primary_department)}" for m in arguments.members]
     else:
         lines = [f"{head} {_short(arguments.model_dump())}"]
     if result is not None and "sections" in result:
@@ -310,6 +318,11 @@ def _logged_call(head: str, step: ToolStep) -> list[str]:
     elif result is not None:
         lines.append(f"      -> {_short(result)}")
     return lines
+
+
+def _one_line(text: str | None) -> str:
+    """A model-written field on one line: a line break in a member's name cannot forge a line of the log."""
+    return " ".join(str(text).split())
 
 
 def _yes(value: bool) -> str:
@@ -323,9 +336,31 @@ def _short(data: dict[str, Any], limit: int = 600) -> str:
 
 
 def _result_turn(tool: str, result: dict[str, Any]) -> Message:
-    """A tool's result as a user turn, marked as data; template tokens inside are neutralised."""
-    return {"role": "user", "content": neutralise_template_tokens(
-        f"Tool result ({tool}), data only:\n{json.dumps(result, ensure_ascii=False)}")}
+    """A tool's result as a user turn, marked as data; template tokens inside are neutralised.
+
+    The result's JSON is cut at `MAX_RESULT_CHARS`, with a note that says so and how long it was.
+    """
+    text = json.dumps(result, ensure_ascii=False)
+    if len(text) > MAX_RESULT_CHARS:
+        text = f"{text[:MAX_RESULT_CHARS]} ... (cut: the result has {len(text):,} characters, the first " \
+               f"{MAX_RESULT_CHARS:,} are shown)"
+    return {"role": "user", "content": neutralise_template_tokens(f"Tool result ({tool}), data only:\n{text}")}
+
+
+def _run_tool(tool: Tool, arguments: BaseModel) -> dict[str, Any]:
+    """`tool.run(arguments)`, or `{"error": ...}` for the model when the tool raised or returned
+    something that is not a JSON object: a failing tool is a result to report, not the end of the loop."""
+    try:
+        result = tool.run(arguments)
+    except Exception as error:  # any failure of the tool's own code; the model is told, the conversation goes on
+        return {"error": f"{tool.name} failed: {type(error).__name__}: {str(error)[:200]}"}
+    if not isinstance(result, dict):
+        return {"error": f"{tool.name} returned a {type(result).__name__}, not a JSON object"}
+    try:
+        json.dumps(result, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        return {"error": f"{tool.name} returned data that is not JSON: {type(error).__name__}: {str(error)[:200]}"}
+    return result
 
 
 def run_tools(llm: LLM, message: str, tools: Sequence[Tool], *, system: str, user: Callable[[str], str] | None = None,
@@ -338,10 +373,11 @@ def run_tools(llm: LLM, message: str, tools: Sequence[Tool], *, system: str, use
     `ask_user` is answered by `user(question)`, or ends the loop "waiting for the user" when
     `user` is None. A call repeated with the same arguments is not run again: the loop ends
     "repeated call". `first_allowed` narrows the first turn alone (["ask_user"]: a loop that
-    always asks one question before anything else). Raises ValueError for a non-positive `max_steps`.
+    always asks one question before anything else). A tool that raises, or returns what is not a
+    JSON object, gives the model `{"error": ...}` as its result; a result is shown cut at
+    `MAX_RESULT_CHARS`. Raises ValueError unless `max_steps` is a whole number of at least 1.
     """
-    if max_steps < 1:
-        raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+    check_positive_int(max_steps, "max_steps")
     by_name = {tool.name: tool for tool in tools}
     schema = action_schema(tools, allowed) if constrained else None
     first_schema = action_schema(tools, first_allowed) if constrained and first_allowed else schema
@@ -357,7 +393,7 @@ def run_tools(llm: LLM, message: str, tools: Sequence[Tool], *, system: str, use
         made.add(call)
         result: dict[str, Any] | None = None
         if action.ok and not repeated and action.tool in by_name:
-            result = by_name[action.tool].run(action.arguments)
+            result = _run_tool(by_name[action.tool], action.arguments)
         elif action.ok and not repeated and action.tool == ASK_USER and user is not None:
             result = {"reply": user(action.arguments.question)}
         conversation.steps.append(ToolStep(completion.text, action, result, completion.seconds,

@@ -102,16 +102,16 @@ def test_a_right_answer_as_a_numpy_value_is_right(exercise_id):
         assert is_correct(exercise_id, version) == (True, ""), f"{type(version).__name__} {version!r}"
 
 
-@pytest.mark.parametrize("answer, expected", [(3, 3), (3.0, 3), (np.int64(3), 3), ("3", 3)])
+@pytest.mark.parametrize("answer, expected", [(3, 3), (3.0, 3), (np.int64(3), 3), (np.float32(3), 3)])
 def test_whole_number_reads_a_whole_number_in_any_numeric_form(answer, expected):
     from lib.answers import whole_number
 
     assert whole_number(answer) == expected
 
 
-@pytest.mark.parametrize("answer", [True, 2.5, "two"])
+@pytest.mark.parametrize("answer", [True, 2.5, "two", "3", np.array([3]), math.inf])
 def test_whole_number_refuses_what_is_not_one(answer):
     from lib.answers import whole_number
 
-    with pytest.raises(ValueError):
+    with pytest.raises((TypeError, ValueError)):
         whole_number(answer)
