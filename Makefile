@@ -10,15 +10,16 @@ override NAME := $(value NAME)
 override LEARNERS := $(value LEARNERS)
 override NOTEBOOK := $(value NOTEBOOK)
 override ONLY := $(value ONLY)
-override HOST := $(value HOST)
-override PORT := $(value PORT)
-override SLOTS := $(value SLOTS)
-override THREADS := $(value THREADS)
-override ENGINE := $(value ENGINE)
-override LEVELS := $(value LEVELS)
-override SECONDS := $(value SECONDS)
-override JSON := $(value JSON)
-export NB NAME LEARNERS NOTEBOOK ONLY HOST PORT SLOTS THREADS ENGINE LEVELS SECONDS JSON
+export NB NAME LEARNERS NOTEBOOK ONLY
+# make serve's and make load-test's settings, the same way, but only when given: an empty PORT in
+# the environment would reach llama_cpp.server, which reads it.
+define pass_as_text
+ifdef $(1)
+override $(1) := $$(value $(1))
+export $(1)
+endif
+endef
+$(foreach name,HOST PORT SLOTS THREADS ENGINE LEVELS SECONDS JSON,$(eval $(call pass_as_text,$(name))))
 
 .PHONY: setup model run run-server serve load-test lint test test-slow test-all record update refresh results lab smoke site site-smoke bench bench-course drift clean
 
