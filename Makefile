@@ -1,17 +1,9 @@
 # The workbook's commands. Each one sets up .venv (and the model) first if anything is missing.
 PY := .venv/bin/python
-NB ?=
-# The arguments a learner types (NB=, NAME=, ...) reach the scripts through the environment as
-# "$$NB", taken as typed ($(value ...): make expands nothing in them either): never pasted into the
-# shell line, so NB='00"; rm -rf x; "', a backquote or $(shell ...) stays text that the script
-# refuses, instead of a command that runs.
-override NB := $(value NB)
-override NAME := $(value NAME)
-override LEARNERS := $(value LEARNERS)
-override NOTEBOOK := $(value NOTEBOOK)
-override ONLY := $(value ONLY)
-export NB NAME LEARNERS NOTEBOOK ONLY
-# make serve's and make load-test's settings, the same way, but only when given: an empty PORT in
+# The arguments a learner types (NB=, NAME=, PORT=, ...) reach the scripts through the environment
+# as "$$NB", taken as typed ($(value ...): make expands nothing in them either): never pasted into
+# the shell line, so NB='00"; rm -rf x; "', a backquote or $(shell ...) stays text that the script
+# refuses, instead of a command that runs. Only the arguments given are exported: an empty PORT in
 # the environment would reach llama_cpp.server, which reads it.
 define pass_as_text
 ifdef $(1)
@@ -19,7 +11,7 @@ override $(1) := $$(value $(1))
 export $(1)
 endif
 endef
-$(foreach name,HOST PORT SLOTS THREADS ENGINE LEVELS SECONDS JSON,$(eval $(call pass_as_text,$(name))))
+$(foreach name,NB NAME LEARNERS NOTEBOOK ONLY HOST PORT SLOTS THREADS ENGINE LEVELS SECONDS JSON,$(eval $(call pass_as_text,$(name))))
 
 .PHONY: setup model run run-server serve load-test lint test test-slow test-all record update refresh results lab smoke site site-smoke bench bench-course drift clean
 
