@@ -188,13 +188,16 @@ def figures(engine: str, settings: dict, results: list[LevelResult], p95_limit: 
     def rounded(value: float) -> float | None:
         return round(value, 2) if value == value else None  # NaN (nothing answered) -> null
 
-    levels = [{"learners": level.learners, "answered": len(level.all_latencies()), "errors": len(level.errors),
-               "timeouts": level.timeouts, "not_sent": level.not_sent,
-               "p50_s": rounded(percentile(level.all_latencies(), 50)),
-               "p95_s": rounded(percentile(level.all_latencies(), 95)),
-               "max_s": rounded(max(level.all_latencies(), default=float("nan"))),
-               "wall_s": rounded(level.seconds), "reply_tokens": level.reply_tokens,
-               "reply_tokens_per_s": rounded(level.tokens_per_second())} for level in results]
+    def level_figures(level: LevelResult) -> dict:
+        latencies = level.all_latencies()
+        return {"learners": level.learners, "answered": len(latencies), "errors": len(level.errors),
+                "timeouts": level.timeouts, "not_sent": level.not_sent,
+                "p50_s": rounded(percentile(latencies, 50)), "p95_s": rounded(percentile(latencies, 95)),
+                "max_s": rounded(max(latencies, default=float("nan"))),
+                "wall_s": rounded(level.seconds), "reply_tokens": level.reply_tokens,
+                "reply_tokens_per_s": rounded(level.tokens_per_second())}
+
+    levels = [level_figures(level) for level in results]
     return {"engine": engine, **settings, "levels": levels, "learners_held": learners_held(results, p95_limit)}
 
 
@@ -273,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
                     "command": _command(sys.argv[1:] if argv is None else argv),
                     "engines": [figures(name, settings, results, args.p95_limit)
                                 for name, settings, results in measured]}
-        Path(args.json).write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+        target = Path(args.json)
+        written = target.with_name(f"{target.name}.{os.getpid()}.tmp")  # whole, then moved: a kill leaves the old file
+        written.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+        written.replace(target)
         print(f"\nfigures written to {args.json}")
     return 0
 
