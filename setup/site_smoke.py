@@ -30,6 +30,7 @@ import http.server
 import json
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -42,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from setup import site as course  # noqa: E402
-from setup.smoke import chromium, js, start_browser_run, wait_for  # noqa: E402
+from setup.smoke import chromium, ensure_browser, ensure_selenium, js, wait_for  # noqa: E402
 
 SCREENSHOTS = REPO / "build" / "site-smoke"
 SEARCH_TIMEOUT = 60  # seconds for the search worker to index the site and list results
@@ -305,7 +306,11 @@ def main() -> int:
         print(f"site-smoke: {course.SITE.relative_to(REPO)}/index.html is missing; run `make site` first",
               file=sys.stderr)
         return 2
-    start_browser_run(SCREENSHOTS)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    ensure_browser()
+    ensure_selenium()
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
     started = time.monotonic()
     report = Report()
     scratch = Path(tempfile.mkdtemp(prefix="workbook-site-smoke-"))

@@ -137,17 +137,6 @@ def ensure_selenium() -> None:
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "selenium"], check=True)
 
 
-def start_browser_run(screenshots: Path) -> None:
-    """What a browser check does before its first page: a SIGTERM (a CI timeout, `kill`) unwinds like
-    Ctrl+C, so every process it starts is stopped; Chromium, its driver and selenium are installed
-    when missing; `screenshots` is emptied for this run's pictures."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    ensure_browser()
-    ensure_selenium()
-    shutil.rmtree(screenshots, ignore_errors=True)
-    screenshots.mkdir(parents=True)
-
-
 # ----------------------------------------------------------------------------- processes
 
 def children_of(pid: int) -> list[int]:
@@ -663,7 +652,12 @@ def main() -> int:
     if not paths:
         print(f"no notebooks match {args.only}", file=sys.stderr)
         return 2
-    start_browser_run(SCREENSHOTS)
+    # a SIGTERM (a CI timeout, `kill`) unwinds like Ctrl+C, so every process started is stopped
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    ensure_browser()
+    ensure_selenium()
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
     before = tracked_state()
     print(f"[smoke] {len(paths)} notebooks in JupyterLab + headless Chromium, replay mode: "
           f"{' '.join(path.name[:2] for path in paths)}", flush=True)
